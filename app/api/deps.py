@@ -1,0 +1,61 @@
+"""Request dependencies: state, the request's one connection, and the authenticated principal."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated
+
+import asyncpg
+from fastapi import Depends, Request
+
+from app.auth import Principal, Role, hash_key, parse_bearer
+from app.errors import ApiError
+from app.repositories.tenants import find_principal_by_hash
+from app.state import ServiceState
+
+
+def get_state(request: Request) -> ServiceState:
+    """The ServiceState built by the lifespan."""
+    state: ServiceState = request.app.state.service
+    return state
+
+
+async def get_connection(
+    state: Annotated[ServiceState, Depends(get_state)],
+) -> AsyncIterator[asyncpg.Connection]:
+    """One pooled connection for the whole request (auth and work share it)."""
+    async with state.pool.acquire() as conn:
+        yield conn
+
+
+async def get_principal(
+    request: Request, conn: Annotated[asyncpg.Connection, Depends(get_connection)]
+) -> Principal:
+    """Authenticate the bearer key; 401 when missing, unknown or revoked."""
+    plain = parse_bearer(request.headers.get("authorization"))
+    if plain is None:
+        raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>'")
+    principal = await find_principal_by_hash(conn, key_hash=hash_key(plain))
+    if principal is None:
+        raise ApiError(401, "unauthorized", "invalid or revoked API key")
+    return principal
+
+
+def require_role(role: Role) -> Callable[[Principal], Awaitable[Principal]]:
+    """Dependency factory: 403 unless the caller's role includes `role`."""
+
+    async def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+        if not principal.may(role):
+            raise ApiError(
+                403, "forbidden", f"this operation needs the {role} role; the key has {principal.role}"
+            )
+        return principal
+
+    return check
+
+
+StateDep = Annotated[ServiceState, Depends(get_state)]
+ConnDep = Annotated[asyncpg.Connection, Depends(get_connection)]
+Reader = Annotated[Principal, Depends(require_role("reader"))]
+Writer = Annotated[Principal, Depends(require_role("writer"))]
+Admin = Annotated[Principal, Depends(require_role("admin"))]

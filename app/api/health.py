@@ -1,0 +1,64 @@
+"""Liveness, readiness and metrics (no auth: probes and scrapers carry no keys)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.api.deps import StateDep
+from app.metrics import observe_pool
+from app.migrate import current_revision, head_revision
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="Process is up", operation_id="healthz")
+async def healthz() -> dict[str, str]:
+    """Answers as long as the process serves HTTP."""
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    summary="Ready to serve",
+    operation_id="readyz",
+    responses={503: {"description": "Not ready; `checks` says which part failed."}},
+)
+async def readyz(state: StateDep) -> JSONResponse:
+    """Database reachable, schema at head, embedder loaded, and which keyword ranker is active."""
+    checks: dict[str, Any] = {}
+    ready = True
+    try:
+        async with state.pool.acquire() as conn:
+            revision = await current_revision(conn)
+        checks["database"] = "ok"
+        checks["migrations"] = {"current": revision, "head": head_revision()}
+        ready = ready and revision == head_revision()
+    except Exception as exc:
+        checks["database"] = f"unreachable: {type(exc).__name__}"
+        ready = False
+    embedder = state.embedder
+    checks["embedder"] = (
+        {"provider": "none", "loaded": False}
+        if embedder is None
+        else {
+            "provider": embedder.identity.provider,
+            "model": embedder.identity.model,
+            "dim": embedder.identity.dim,
+            "runtime": embedder.runtime,
+            "loaded": True,
+        }
+    )
+    checks["keyword_ranker"] = state.keyword_ranker
+    body = {"status": "ready" if ready else "not_ready", "checks": checks}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics", operation_id="metrics", response_class=Response)
+async def metrics(state: StateDep) -> Response:
+    """Request latency per route, search leg timings, embedding time, pool usage."""
+    observe_pool(state.pool)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

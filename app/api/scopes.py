@@ -1,0 +1,72 @@
+"""Per-scope retrieval settings (JSON, or the text of a butler.toml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Request
+from pydantic import ValidationError
+
+from app.api.deps import Admin, ConnDep, Reader
+from app.api.schemas import ScopeName
+from app.db import tenant_transaction
+from app.errors import ApiError
+from app.services.scopes import ScopeSettings, load_scope_settings, parse_butler_toml, store_scope_settings
+
+router = APIRouter(prefix="/v1", tags=["scopes"])
+
+_TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
+
+
+@router.put(
+    "/scopes/{scope}/settings",
+    response_model=ScopeSettings,
+    response_model_exclude_none=True,
+    operation_id="scope_settings_put",
+    summary="Set a scope's retrieval settings",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": ScopeSettings.model_json_schema()},
+                "application/toml": {
+                    "schema": {"type": "string"},
+                    "example": '[butler]\nname = "health"\n\n[butler.memory.retrieval]\n'
+                    "score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }\n",
+                },
+            },
+        }
+    },
+    responses={403: {"description": "Needs the admin role."}, 422: {"description": "Invalid settings."}},
+)
+async def put_settings(
+    request: Request, conn: ConnDep, principal: Admin, scope: ScopeName = Path(...)
+) -> ScopeSettings:
+    """Replace the settings of one scope: JSON, or a butler.toml text with Content-Type application/toml."""
+    raw = await request.body()
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if content_type in _TOML_TYPES:
+        name, settings = parse_butler_toml(raw.decode("utf-8", errors="replace"))
+        if name is not None and name != scope:
+            raise ApiError(422, "validation_error", f"butler.toml names butler {name!r}, not scope {scope!r}")
+    else:
+        try:
+            settings = ScopeSettings.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            raise ApiError(
+                422, "validation_error", "invalid scope settings", exc.errors(include_url=False)
+            ) from exc
+    return await store_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope, settings=settings)
+
+
+@router.get(
+    "/scopes/{scope}/settings",
+    response_model=ScopeSettings,
+    response_model_exclude_none=True,
+    operation_id="scope_settings_get",
+    summary="Get a scope's retrieval settings",
+)
+async def get_settings(conn: ConnDep, principal: Reader, scope: ScopeName = Path(...)) -> Any:
+    """The stored settings of one scope (empty object when none)."""
+    async with tenant_transaction(conn, [principal.tenant_id]):
+        return await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope)

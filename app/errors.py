@@ -1,0 +1,94 @@
+"""One JSON error shape everywhere: {"error": {"code", "message", "details"}}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("recalld.errors")
+
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "too_many_requests",
+    503: "not_ready",
+}
+
+
+class ApiError(Exception):
+    """An error the client caused or should know about, with its HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def not_found(what: str = "memory") -> ApiError:
+    """The 404 used for missing ids and for ids of other tenants alike."""
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """The JSON body of every error response."""
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    details = []
+    for err in exc.errors():
+        details.append(
+            {
+                "loc": [str(part) for part in err.get("loc", ())],
+                "msg": str(err.get("msg", "")),
+                "type": str(err.get("type", "")),
+            }
+        )
+    return details
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error FastAPI or recalld raises through error_body."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "http_error")
+        return JSONResponse(
+            error_body(code, str(exc.detail)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        details = _validation_details(exc)
+        first = details[0] if details else {"loc": [], "msg": "invalid request"}
+        where = ".".join(p for p in first["loc"] if p != "body") or "request"
+        message = f"{where}: {first['msg']}"
+        too_large = any(d["type"] in {"string_too_long", "too_long"} for d in details)
+        status = 413 if too_large else 422
+        code = "payload_too_large" if too_large else "validation_error"
+        return JSONResponse(error_body(code, message, details), status_code=status)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)

@@ -1,0 +1,166 @@
+"""`recalld index`: upload a folder of markdown memory files (or source code) through the API."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+import pathspec
+
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".txt", ".mdx", ".rst")
+ALWAYS_SKIPPED = (
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+)
+
+
+@dataclass(slots=True)
+class IndexStats:
+    """Counts reported at the end of an index run."""
+
+    uploaded: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for people and scripts."""
+        rate = (self.uploaded + self.unchanged) / self.seconds if self.seconds > 0 else 0.0
+        return (
+            f"uploaded {self.uploaded}, unchanged {self.unchanged}, failed {self.failed}, "
+            f"removed {self.removed}, chunks {self.chunks}, embedded {self.embedded} "
+            f"in {self.seconds:.1f}s ({rate:.1f} files/s)"
+        )
+
+
+def _ignore_spec(root: Path) -> pathspec.PathSpec[Any]:
+    """Patterns of every .gitignore under root, anchored at their folders."""
+    lines: list[str] = []
+    for ignore in sorted(root.rglob(".gitignore")):
+        if any(part in ALWAYS_SKIPPED for part in ignore.relative_to(root).parts):
+            continue
+        base = ignore.parent.relative_to(root).as_posix()
+        for raw in ignore.read_text(errors="replace").splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            negate = line.startswith("!")
+            pattern = line[1:] if negate else line
+            if base != ".":
+                pattern = (
+                    f"{base}/{pattern.lstrip('/')}" if "/" in pattern.rstrip("/") else f"{base}/**/{pattern}"
+                )
+            lines.append(("!" if negate else "") + pattern)
+    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
+def iter_files(root: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
+    """Files under root with one of the suffixes, .gitignore respected, in sorted order."""
+    spec = _ignore_spec(root)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part in ALWAYS_SKIPPED for part in rel.parts):
+            continue
+        if not path.is_file() or path.suffix.lower() not in suffixes:
+            continue
+        if spec.match_file(rel.as_posix()):
+            continue
+        yield path
+
+
+class Progress:
+    """A dependency-free progress bar on stderr (plain lines when not a terminal)."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def step(self, label: str) -> None:
+        """Advance by one and redraw."""
+        self.done += 1
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        bar = "#" * filled + "-" * (width - filled)
+        line = f"[{bar}] {self.done}/{self.total} {label[-60:]}"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(100))
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def index_markdown(
+    client: httpx.Client, root: Path, *, scope: str = "global", progress: bool = True
+) -> IndexStats:
+    """Upload every markdown/text file under root that differs from the stored copy."""
+    started = time.perf_counter()
+    stats = IndexStats()
+    listing = client.get("/v1/documents:list")
+    listing.raise_for_status()
+    stored = {d["path"]: d["content_hash"] for d in listing.json()["documents"]}
+    files = list(iter_files(root, MARKDOWN_SUFFIXES))
+    bar = Progress(len(files)) if progress else None
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        content = path.read_text(errors="replace")
+        if stored.get(rel) == _sha256(content):
+            stats.unchanged += 1
+        else:
+            _upload_document(client, rel, content, scope, stats)
+        if bar:
+            bar.step(rel)
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _upload_document(client: httpx.Client, rel: str, content: str, scope: str, stats: IndexStats) -> None:
+    response = client.put("/v1/documents", json={"path": rel, "content": content, "scope": scope})
+    if response.status_code != 200:
+        stats.failed += 1
+        stats.errors.append(f"{rel}: {response.status_code} {_message(response)}")
+        return
+    body: dict[str, Any] = response.json()
+    stats.uploaded += 0 if body["unchanged"] else 1
+    stats.unchanged += 1 if body["unchanged"] else 0
+    stats.chunks += body["chunks"]
+    stats.embedded += body["embedded"]
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
+def watch(root: Path, on_change: Callable[[], IndexStats]) -> None:
+    """Re-run the index whenever files under root change (Ctrl-C stops)."""
+    from watchfiles import watch as watch_changes
+
+    for _ in watch_changes(root):
+        stats = on_change()
+        print(stats.summary(), file=sys.stderr, flush=True)

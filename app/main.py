@@ -1,0 +1,98 @@
+"""The FastAPI application: create_app and its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.routing import APIRoute
+
+from app.api import documents, health, memories, scopes, search
+from app.config import Settings, get_settings
+from app.db import create_pool, resolve_dsn
+from app.embeddings.factory import build_embedder
+from app.errors import install_error_handlers
+from app.metrics import REQUEST_LATENCY
+from app.startup import check_embedder_identity, detect_keyword_ranker, ensure_schema
+from app.state import ServiceState
+
+log = logging.getLogger("recalld")
+
+DESCRIPTION = """
+recalld stores what agents learn — facts, rules, episodes, markdown memory files and source code —
+and answers with what is relevant: hybrid BM25 + vector retrieval, fused, tenant-isolated.
+
+Every `/v1` call needs `Authorization: Bearer <key>`. Roles: `reader` (search, recall, get),
+`writer` (+ writes), `admin` (+ scope settings). Errors are always
+`{"error": {"code", "message", "details"}}`.
+"""
+
+
+def _route_template(request: Request) -> str:
+    route = request.scope.get("route")
+    return route.path if isinstance(route, APIRoute) else "unmatched"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; nothing connects until the lifespan runs."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        dsn = await resolve_dsn(settings)
+        # The embedded database is ours to migrate; an external one is migrated explicitly.
+        revision = await ensure_schema(dsn, migrate=settings.database_url is None)
+        embedder = await asyncio.to_thread(build_embedder, settings)
+        pool = await create_pool(dsn, settings)
+        try:
+            async with pool.acquire() as conn:
+                ranker = await detect_keyword_ranker(conn, settings)
+                await check_embedder_identity(conn, embedder.identity if embedder else None)
+            log.info(
+                "recalld ready: schema %s, keyword ranker %s, embedder %s",
+                revision,
+                ranker,
+                f"{embedder.identity.model} ({embedder.runtime})" if embedder else "none (keyword-only)",
+            )
+            app.state.service = ServiceState(
+                settings=settings,
+                pool=pool,
+                embedder=embedder,
+                keyword_ranker=ranker,
+                schema_revision=revision,
+            )
+            yield
+        finally:
+            await pool.close()
+            if embedder is not None:
+                embedder.close()
+
+    app = FastAPI(
+        title="recalld",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+
+    @app.middleware("http")
+    async def observe_latency(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        REQUEST_LATENCY.labels(request.method, _route_template(request), str(response.status_code)).observe(
+            time.perf_counter() - started
+        )
+        return response
+
+    app.include_router(health.router)
+    app.include_router(memories.router)
+    app.include_router(search.router)
+    app.include_router(scopes.router)
+    app.include_router(documents.router)
+    return app

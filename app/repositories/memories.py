@@ -1,0 +1,273 @@
+"""SQL for memory rows: writes, gets and the reference bump. One function per statement."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from app.embeddings.base import Vector
+
+MEMORY_COLUMNS = (
+    "id, kind, content, importance, scope, tags, metadata, created_at, reference_count, "
+    "last_referenced_at, subject, predicate, confidence, decay_rate, last_confirmed_at, validity, "
+    "supersedes, butler, session_id, expires_at, path, start_line, end_line, repository, symbol, "
+    "symbol_kind, language, parent_symbol"
+)
+
+INSERT_COLUMNS = (
+    "tenant_id",
+    "id",
+    "kind",
+    "content",
+    "search_text",
+    "embedding",
+    "importance",
+    "scope",
+    "tags",
+    "metadata",
+    "created_at",
+    "idempotency_key",
+    "subject",
+    "predicate",
+    "confidence",
+    "decay_rate",
+    "last_confirmed_at",
+    "validity",
+    "supersedes",
+    "butler",
+    "session_id",
+    "expires_at",
+    "path",
+    "start_line",
+    "end_line",
+    "content_hash",
+    "repository",
+    "symbol",
+    "symbol_kind",
+    "language",
+    "parent_symbol",
+)
+
+_INSERT_SQL = (
+    f"INSERT INTO memory ({', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join(f'${i}' for i in range(1, len(INSERT_COLUMNS) + 1))}) "
+    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
+)
+
+
+@dataclass(slots=True)
+class NewMemory:
+    """A row to insert; kind-specific fields stay None for other kinds."""
+
+    id: uuid.UUID
+    kind: str
+    content: str
+    search_text: str
+    created_at: datetime
+    embedding: Vector | None = None
+    importance: float = 5.0
+    scope: str = "global"
+    tags: Sequence[str] = ()
+    metadata: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    subject: str | None = None
+    predicate: str | None = None
+    confidence: float | None = None
+    decay_rate: float | None = None
+    last_confirmed_at: datetime | None = None
+    validity: str | None = None
+    supersedes: uuid.UUID | None = None
+    butler: str | None = None
+    session_id: str | None = None
+    expires_at: datetime | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    content_hash: str | None = None
+    repository: str | None = None
+    symbol: str | None = None
+    symbol_kind: str | None = None
+    language: str | None = None
+    parent_symbol: str | None = None
+
+    def values(self, tenant_id: str) -> tuple[Any, ...]:
+        """Positional values in INSERT_COLUMNS order."""
+        row = {name: getattr(self, name) for name in INSERT_COLUMNS if name != "tenant_id"}
+        row["tags"] = list(self.tags)
+        row["metadata"] = self.metadata or {}
+        return (uuid.UUID(tenant_id), *row.values())
+
+
+async def insert_memories(conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]) -> None:
+    """Insert rows (pipelined); a row whose idempotency key already exists is skipped."""
+    if rows:
+        await conn.executemany(_INSERT_SQL, [row.values(tenant_id) for row in rows])
+
+
+async def find_by_idempotency_keys(
+    conn: asyncpg.Connection, *, tenant_id: str, keys: Sequence[str]
+) -> dict[str, asyncpg.Record]:
+    """Existing memories written with these idempotency keys."""
+    if not keys:
+        return {}
+    rows = await conn.fetch(
+        f"SELECT idempotency_key, {MEMORY_COLUMNS} FROM memory "
+        "WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])",
+        uuid.UUID(tenant_id),
+        list(keys),
+    )
+    return {r["idempotency_key"]: r for r in rows}
+
+
+async def fetch_memories(
+    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, asyncpg.Record]:
+    """Memories by id (missing ids are left out)."""
+    rows = await conn.fetch(
+        f"SELECT tenant_id, {MEMORY_COLUMNS} FROM memory WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[])",
+        [uuid.UUID(t) for t in tenant_ids],
+        list(ids),
+    )
+    return {r["id"]: r for r in rows}
+
+
+async def existing_ids_of_kinds(
+    conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID], kinds: Sequence[str]
+) -> set[uuid.UUID]:
+    """Which of ids exist in the tenant with one of the kinds."""
+    rows = await conn.fetch(
+        "SELECT id FROM memory WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND kind = ANY($3::text[])",
+        uuid.UUID(tenant_id),
+        list(ids),
+        list(kinds),
+    )
+    return {r["id"] for r in rows}
+
+
+async def mark_superseded(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]) -> None:
+    """Mark facts/rules as superseded by newer ones."""
+    await conn.execute(
+        "UPDATE memory SET validity = 'superseded' WHERE tenant_id = $1 AND id = ANY($2::uuid[]) "
+        "AND kind IN ('fact', 'rule')",
+        uuid.UUID(tenant_id),
+        list(ids),
+    )
+
+
+async def bump_references(
+    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, asyncpg.Record]:
+    """Count a retrieval of these memories (one UPDATE) and return them as they are after it."""
+    if not ids:
+        return {}
+    rows = await conn.fetch(
+        "UPDATE memory SET reference_count = reference_count + 1, last_referenced_at = now() "
+        f"WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[]) RETURNING tenant_id, {MEMORY_COLUMNS}",
+        [uuid.UUID(t) for t in tenant_ids],
+        list(ids),
+    )
+    return {r["id"]: r for r in rows}
+
+
+async def confirm_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> asyncpg.Record | None:
+    """Reset last_confirmed_at of a fact or rule."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        "UPDATE memory SET last_confirmed_at = now() WHERE tenant_id = $1 AND id = $2 "
+        f"AND kind IN ('fact', 'rule') RETURNING {MEMORY_COLUMNS}",
+        uuid.UUID(tenant_id),
+        id,
+    )
+    return row
+
+
+async def kind_of(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> str | None:
+    """The kind of a memory, or None when it does not exist in the tenant."""
+    kind: str | None = await conn.fetchval(
+        "SELECT kind FROM memory WHERE tenant_id = $1 AND id = $2", uuid.UUID(tenant_id), id
+    )
+    return kind
+
+
+async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> bool:
+    """Forget one memory; False when it does not exist in the tenant."""
+    result: str = await conn.execute(
+        "DELETE FROM memory WHERE tenant_id = $1 AND id = $2", uuid.UUID(tenant_id), id
+    )
+    return result.endswith(" 1")
+
+
+async def count_embedded(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> int:
+    """How many rows with embeddings the tenants hold (chooses exact vs HNSW search)."""
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[]) AND embedding IS NOT NULL",
+        [uuid.UUID(t) for t in tenant_ids],
+    )
+    return count
+
+
+async def keyword_corpus_stats(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, float]:
+    """Row count and mean distinct-lexeme length over the tenants (portable BM25's N and avgdl)."""
+    row = await conn.fetchrow(
+        "SELECT count(*) AS n, coalesce(avg(length(search_vector)), 1) AS avgdl "
+        "FROM memory WHERE tenant_id = ANY($1::uuid[])",
+        [uuid.UUID(t) for t in tenant_ids],
+    )
+    assert row is not None
+    return int(row["n"]), max(float(row["avgdl"]), 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """An existing chunk of a document or code file."""
+
+    id: uuid.UUID
+    content_hash: str
+    start_line: int
+    end_line: int
+
+
+async def chunks_of_path(
+    conn: asyncpg.Connection, *, tenant_id: str, kind: str, path: str, repository: str | None = None
+) -> list[StoredChunk]:
+    """The chunks currently stored for one file."""
+    rows = await conn.fetch(
+        "SELECT id, content_hash, start_line, end_line FROM memory "
+        "WHERE tenant_id = $1 AND kind = $2 AND path = $3 AND repository IS NOT DISTINCT FROM $4 "
+        "ORDER BY start_line, id",
+        uuid.UUID(tenant_id),
+        kind,
+        path,
+        repository,
+    )
+    return [StoredChunk(r["id"], r["content_hash"], r["start_line"], r["end_line"]) for r in rows]
+
+
+async def move_chunks(
+    conn: asyncpg.Connection, *, tenant_id: str, moves: Sequence[tuple[uuid.UUID, int, int]]
+) -> None:
+    """Update line numbers of kept chunks whose text moved within the file."""
+    if moves:
+        await conn.executemany(
+            "UPDATE memory SET start_line = $3, end_line = $4 WHERE tenant_id = $1 AND id = $2",
+            [(uuid.UUID(tenant_id), chunk_id, start, end) for chunk_id, start, end in moves],
+        )
+
+
+async def delete_memories(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]) -> None:
+    """Delete rows by id."""
+    if ids:
+        await conn.execute(
+            "DELETE FROM memory WHERE tenant_id = $1 AND id = ANY($2::uuid[])",
+            uuid.UUID(tenant_id),
+            list(ids),
+        )
+
+
+async def lock_path(conn: asyncpg.Connection, *, tenant_id: str, path: str) -> None:
+    """Serialise concurrent re-uploads of one file within the transaction."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 0))", tenant_id, path)

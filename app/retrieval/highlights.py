@@ -1,0 +1,40 @@
+"""Character spans of query matches in a result's content, for display."""
+
+from __future__ import annotations
+
+import re
+
+import snowballstemmer
+
+from app.retrieval.query import CJK_RUN, WORD, ParsedQuery
+
+MAX_SPANS = 50
+_stemmer = snowballstemmer.stemmer("english")
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def highlight_spans(content: str, q: ParsedQuery) -> list[tuple[int, int]]:
+    """[start, end) spans of words sharing an English stem with a query word, and of CJK matches."""
+    stems = {_stemmer.stemWord(w) for w in q.words}
+    spans: list[tuple[int, int]] = []
+    if stems:
+        for match in WORD.finditer(content):
+            if _stemmer.stemWord(match.group().lower()) in stems:
+                spans.append(match.span())
+    if q.cjk_runs:
+        needles = sorted(set(q.cjk_runs) | set(q.cjk_bigrams), key=len, reverse=True)
+        for run in CJK_RUN.finditer(content):
+            text = run.group()
+            for needle in needles:
+                for found in re.finditer(re.escape(needle), text):
+                    spans.append((run.start() + found.start(), run.start() + found.end()))
+    return _merge(spans)[:MAX_SPANS]

@@ -1,0 +1,95 @@
+"""Query parsing and keyword-query construction that no user string can break."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MAX_WORDS = 64
+_CJK = (
+    "\u1100-\u11ff"  # Hangul jamo
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u3130-\u318f"  # Hangul compatibility jamo
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+)
+CJK_RUN = re.compile(f"[{_CJK}]+")
+# Letters and digits that are not CJK; underscores split words like PostgreSQL's parser does.
+WORD = re.compile(rf"[^\W_{_CJK}]+")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuery:
+    """A query split into the pieces each keyword tier needs."""
+
+    text: str
+    words: tuple[str, ...]
+    cjk_runs: tuple[str, ...]
+    cjk_bigrams: tuple[str, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing searchable is left."""
+        return not self.words and not self.cjk_runs
+
+
+def _dedupe(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def cjk_bigrams(text: str) -> list[str]:
+    """Overlapping character bigrams of every CJK run in text (a lone character stands alone)."""
+    out: list[str] = []
+    for run in CJK_RUN.findall(text):
+        out.extend(_bigrams(run))
+    return out
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Split a user query into lowercase words, CJK runs and CJK bigrams."""
+    stripped = text.strip()
+    words = _dedupe([w.lower() for w in WORD.findall(stripped)])[:MAX_WORDS]
+    runs = _dedupe(CJK_RUN.findall(stripped))
+    return ParsedQuery(text=stripped, words=words, cjk_runs=runs, cjk_bigrams=_dedupe(cjk_bigrams(stripped)))
+
+
+def search_text_for(content: str, extra_terms: Sequence[str] = ()) -> str:
+    """What the keyword index sees: content, its CJK bigrams, and extra terms (tags, identifiers).
+
+    PostgreSQL's parser keeps a CJK run as one token, so a two-character query would never
+    match a longer sentence; the bigrams make each pair of characters a token of its own.
+    """
+    parts = [content]
+    bigrams = cjk_bigrams(content)
+    if bigrams:
+        parts.append(" ".join(bigrams))
+    if extra_terms:
+        parts.append(" ".join(extra_terms))
+    return "\n".join(parts)
+
+
+def tsquery_or_text(q: ParsedQuery) -> str:
+    """A to_tsquery() input: every word and bigram OR-ed, each quoted, so no input is a syntax error."""
+    tokens = [*q.words, *q.cjk_bigrams]
+    # Tokens hold only letters and digits, so quoting them is enough to neutralise tsquery syntax.
+    return " | ".join(f"'{token}'" for token in tokens)
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def ilike_patterns(q: ParsedQuery) -> list[str]:
+    """ILIKE patterns of the last-resort tier: CJK runs (1+ chars) and words of 3+ chars."""
+    terms = [*q.cjk_runs, *(w for w in q.words if len(w) >= 3)]
+    return [f"%{_like_escape(term)}%" for term in terms]

@@ -1,0 +1,71 @@
+"""Confidence decay, recency, temporal decay of dated files, and the recall composite score."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+SECONDS_PER_DAY = 86400.0
+_DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
+
+
+def _days_between(earlier: datetime, later: datetime) -> float:
+    return max(0.0, (later - earlier).total_seconds() / SECONDS_PER_DAY)
+
+
+def effective_confidence(
+    confidence: float, decay_rate: float, last_confirmed_at: datetime, now: datetime
+) -> float:
+    """confidence · exp(−decay_rate · days since last confirmation)."""
+    return confidence * math.exp(-decay_rate * _days_between(last_confirmed_at, now))
+
+
+def recency_score(
+    last_referenced_at: datetime | None, created_at: datetime, now: datetime, half_life_days: float = 7.0
+) -> float:
+    """exp(−ln 2 / half_life · days since last reference, or since creation when never referenced)."""
+    since = last_referenced_at or created_at
+    return math.exp(-math.log(2) / half_life_days * _days_between(since, now))
+
+
+def temporal_decay(path: str | None, now: datetime, half_life_days: float = 30.0) -> float:
+    """Score multiplier of a chunk: exp(−ln 2 / half_life · age) for files named YYYY-MM-DD.md, else 1."""
+    if not path:
+        return 1.0
+    match = _DATED.search(path.rsplit("/", 1)[-1])
+    if match is None:
+        return 1.0
+    try:
+        dated = datetime(int(match[1]), int(match[2]), int(match[3]), tzinfo=UTC)
+    except ValueError:
+        return 1.0
+    return math.exp(-math.log(2) / half_life_days * _days_between(dated, now))
+
+
+@dataclass(frozen=True, slots=True)
+class RecallWeights:
+    """memory_recall composite weights."""
+
+    relevance: float = 0.4
+    importance: float = 0.3
+    recency: float = 0.2
+    confidence: float = 0.1
+
+
+def recall_score(
+    weights: RecallWeights, *, relevance: float, importance: float, recency: float, confidence: float
+) -> float:
+    """w_rel·relevance + w_imp·importance/10 + w_rec·recency + w_conf·confidence."""
+    return (
+        weights.relevance * relevance
+        + weights.importance * importance / 10.0
+        + weights.recency * recency
+        + weights.confidence * confidence
+    )
+
+
+def tie_break_key(score: float, created_at: datetime, id: str) -> tuple[float, float, str]:
+    """Sort key: score desc, then created_at desc, then id asc — the same input, the same order."""
+    return (-score, -created_at.timestamp(), id)

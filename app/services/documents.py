@@ -1,0 +1,167 @@
+"""Markdown memory files: chunk, re-embed only what changed, replace atomically, serve slices."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+import asyncpg
+
+from app.auth import Principal
+from app.db import tenant_transaction
+from app.embeddings.base import Embedder
+from app.errors import ApiError, not_found
+from app.ingest.markdown import chunk_markdown
+from app.repositories import documents as doc_repo
+from app.repositories import memories as memory_repo
+from app.retrieval.query import search_text_for
+
+DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".mdx", ".rst")
+MAX_PATH_CHARS = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True, slots=True)
+class UploadResult:
+    """What a document upload did."""
+
+    path: str
+    chunks: int
+    embedded: int
+    unchanged: bool
+
+
+def validate_path(path: str) -> str:
+    """A clean relative POSIX path of a markdown/text file, or a 422."""
+    if not path or len(path) > MAX_PATH_CHARS:
+        raise ApiError(422, "validation_error", f"path must be 1–{MAX_PATH_CHARS} characters")
+    if _CONTROL.search(path) or "\\" in path:
+        raise ApiError(422, "validation_error", "path must not contain control characters or backslashes")
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or path.startswith("~"):
+        raise ApiError(422, "validation_error", "path must be relative (like memory/2026-11-20.md)")
+    if any(part in ("..", ".") for part in path.split("/")) or "//" in path:
+        raise ApiError(422, "validation_error", "path must not contain '.', '..' or empty segments")
+    if pure.suffix.lower() not in DOCUMENT_SUFFIXES:
+        raise ApiError(
+            422, "validation_error", f"path must be a markdown or text file ({', '.join(DOCUMENT_SUFFIXES)})"
+        )
+    return str(pure)
+
+
+def _path_terms(path: str) -> list[str]:
+    # The file's own name is searchable too ("daily log 2026-11-20").
+    return [part for part in re.split(r"[/._-]+", path) if part]
+
+
+async def upload_document(
+    conn: asyncpg.Connection,
+    embedder: Embedder | None,
+    principal: Principal,
+    *,
+    path: str,
+    content: str,
+    scope: str,
+) -> UploadResult:
+    """Store a file; chunks whose text is unchanged keep their row and embedding."""
+    path = validate_path(path)
+    tenant_id = principal.tenant_id
+    file_hash = hashlib.sha256(content.encode()).hexdigest()
+    chunks = chunk_markdown(content)
+    now = datetime.now(UTC)
+    async with tenant_transaction(conn, [tenant_id]):
+        await memory_repo.lock_path(conn, tenant_id=tenant_id, path=path)
+        stored = await doc_repo.get_document(conn, tenant_id=tenant_id, path=path)
+        if stored is not None and stored.content_hash == file_hash and stored.scope == scope:
+            return UploadResult(path=path, chunks=len(chunks), embedded=0, unchanged=True)
+        existing = await memory_repo.chunks_of_path(conn, tenant_id=tenant_id, kind="document", path=path)
+        by_hash: dict[str, list[memory_repo.StoredChunk]] = defaultdict(list)
+        for old_chunk in existing:
+            by_hash[old_chunk.content_hash].append(old_chunk)
+        kept: list[memory_repo.StoredChunk] = []
+        moves: list[tuple[uuid.UUID, int, int]] = []
+        fresh: list[memory_repo.NewMemory] = []
+        rescope = stored is not None and stored.scope != scope
+        for chunk in chunks:
+            reusable = by_hash.get(chunk.content_hash)
+            if reusable and not rescope:
+                old = reusable.pop(0)
+                kept.append(old)
+                if (old.start_line, old.end_line) != (chunk.start_line, chunk.end_line):
+                    moves.append((old.id, chunk.start_line, chunk.end_line))
+                continue
+            fresh.append(
+                memory_repo.NewMemory(
+                    id=uuid.uuid4(),
+                    kind="document",
+                    content=chunk.content,
+                    search_text=search_text_for(chunk.content, _path_terms(path)),
+                    created_at=now,
+                    scope=scope,
+                    path=path,
+                    start_line=chunk.start_line,
+                    end_line=chunk.end_line,
+                    content_hash=chunk.content_hash,
+                )
+            )
+        if embedder is not None and fresh:
+            vectors = await embedder.embed_documents([row.content for row in fresh])
+            for row, vector in zip(fresh, vectors, strict=True):
+                row.embedding = vector
+        kept_ids = {c.id for c in kept}
+        await memory_repo.delete_memories(
+            conn, tenant_id=tenant_id, ids=[c.id for c in existing if c.id not in kept_ids]
+        )
+        await memory_repo.move_chunks(conn, tenant_id=tenant_id, moves=moves)
+        await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=fresh)
+        await doc_repo.upsert_document(
+            conn, tenant_id=tenant_id, path=path, content=content, content_hash=file_hash, scope=scope
+        )
+    return UploadResult(path=path, chunks=len(chunks), embedded=len(fresh), unchanged=False)
+
+
+async def read_slice(
+    conn: asyncpg.Connection, principal: Principal, *, path: str, start: int | None, lines: int | None
+) -> dict[str, Any]:
+    """Lines [start, start + lines) of a stored file (1-based), or the whole file."""
+    path = validate_path(path)
+    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+        stored = await doc_repo.get_document(conn, tenant_id=principal.tenant_id, path=path)
+    if stored is None:
+        raise not_found("document")
+    all_lines = stored.content.split("\n")
+    first = start or 1
+    if first > max(len(all_lines), 1):
+        raise ApiError(
+            422, "validation_error", f"from={first} is past the end of the file ({len(all_lines)} lines)"
+        )
+    last = len(all_lines) if lines is None else min(len(all_lines), first - 1 + lines)
+    return {
+        "path": stored.path,
+        "from": first,
+        "to": last,
+        "total_lines": len(all_lines),
+        "content": "\n".join(all_lines[first - 1 : last]),
+        "content_hash": stored.content_hash,
+    }
+
+
+async def delete(conn: asyncpg.Connection, principal: Principal, *, path: str) -> None:
+    """Forget a file and all its chunks."""
+    path = validate_path(path)
+    async with tenant_transaction(conn, [principal.tenant_id]):
+        if not await doc_repo.delete_document(conn, tenant_id=principal.tenant_id, path=path):
+            raise not_found("document")
+
+
+async def list_paths(conn: asyncpg.Connection, principal: Principal) -> list[dict[str, str]]:
+    """Every stored file with its content hash (the index command skips unchanged files with it)."""
+    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+        rows = await doc_repo.list_documents(conn, tenant_id=principal.tenant_id)
+    return [{"path": path, "content_hash": content_hash} for path, content_hash in rows]

@@ -1,0 +1,207 @@
+"""Writing, reading, confirming and forgetting memories; each call is one tenant transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from app.api.schemas import EpisodeIn, FactIn, RuleIn
+from app.auth import Principal
+from app.db import tenant_transaction
+from app.embeddings.base import Embedder
+from app.errors import ApiError, not_found
+from app.repositories import memories as repo
+from app.retrieval.query import search_text_for
+from app.retrieval.scoring import effective_confidence
+
+EPISODE_TTL = timedelta(days=7)
+WriteItem = FactIn | RuleIn | EpisodeIn
+
+_KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    "fact": (
+        "subject",
+        "predicate",
+        "confidence",
+        "decay_rate",
+        "last_confirmed_at",
+        "validity",
+        "supersedes",
+        "effective_confidence",
+    ),
+    "rule": (
+        "confidence",
+        "decay_rate",
+        "last_confirmed_at",
+        "validity",
+        "supersedes",
+        "effective_confidence",
+    ),
+    "episode": ("butler", "session_id", "expires_at"),
+    "document": ("path", "start_line", "end_line"),
+    "code": (
+        "path",
+        "start_line",
+        "end_line",
+        "repository",
+        "symbol",
+        "symbol_kind",
+        "language",
+        "parent_symbol",
+    ),
+}
+
+
+def kind_of_item(item: WriteItem) -> str:
+    """fact, rule or episode for a write body."""
+    if isinstance(item, FactIn):
+        return "fact"
+    if isinstance(item, RuleIn):
+        return "rule"
+    return "episode"
+
+
+def effective_confidence_now(row: Mapping[str, Any], now: datetime) -> float | None:
+    """confidence · exp(−decay_rate · days since last confirmation), for facts and rules."""
+    if row["confidence"] is None:
+        return None
+    return effective_confidence(
+        float(row["confidence"]), float(row["decay_rate"]), row["last_confirmed_at"], now
+    )
+
+
+def memory_to_dict(row: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
+    """The API shape of a memory row: common fields plus those of its kind."""
+    kind = row["kind"]
+    out: dict[str, Any] = {
+        "id": row["id"],
+        "type": kind,
+        "content": row["content"],
+        "importance": row["importance"],
+        "scope": row["scope"],
+        "tags": list(row["tags"]),
+        "metadata": row["metadata"],
+        "created_at": row["created_at"],
+        "reference_count": row["reference_count"],
+        "last_referenced_at": row["last_referenced_at"],
+    }
+    for name in _KIND_FIELDS[kind]:
+        if name == "effective_confidence":
+            out[name] = effective_confidence_now(row, now or datetime.now(UTC))
+        else:
+            out[name] = row[name]
+    return out
+
+
+def _new_row(item: WriteItem, now: datetime) -> repo.NewMemory:
+    kind = kind_of_item(item)
+    created = item.created_at or now
+    row = repo.NewMemory(
+        id=uuid.uuid4(),
+        kind=kind,
+        content=item.content,
+        search_text=search_text_for(item.content, item.tags),
+        created_at=created,
+        importance=item.importance,
+        scope=item.scope,
+        tags=item.tags,
+        metadata=item.metadata,
+        idempotency_key=item.idempotency_key,
+    )
+    if isinstance(item, FactIn | RuleIn):
+        row.confidence = item.confidence
+        row.decay_rate = item.decay_rate
+        row.last_confirmed_at = item.last_confirmed_at or created
+        row.validity = "active"
+        row.supersedes = item.supersedes
+    if isinstance(item, FactIn):
+        row.subject = item.subject
+        row.predicate = item.predicate
+    if isinstance(item, EpisodeIn):
+        row.butler = item.butler
+        row.session_id = item.session_id
+        row.expires_at = item.expires_at or now + EPISODE_TTL
+    return row
+
+
+async def write_memories(
+    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, items: Sequence[WriteItem]
+) -> list[dict[str, Any]]:
+    """Store items all-or-nothing; retried idempotency keys return the first write's memory."""
+    tenant_id = principal.tenant_id
+    now = datetime.now(UTC)
+    keys = [i.idempotency_key for i in items if i.idempotency_key]
+    if len(set(keys)) != len(keys):
+        raise ApiError(422, "validation_error", "idempotency_key values must be unique within one request")
+    async with tenant_transaction(conn, [tenant_id]):
+        existing = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=keys)
+    # Per item: a new row to insert, or None when its idempotency key was written before.
+    plan = [
+        None if (i.idempotency_key and i.idempotency_key in existing) else _new_row(i, now) for i in items
+    ]
+    rows = [r for r in plan if r is not None]
+    if embedder is not None and rows:
+        vectors = await embedder.embed_documents([r.content for r in rows])
+        for row, vector in zip(rows, vectors, strict=True):
+            row.embedding = vector
+    superseded = [r.supersedes for r in rows if r.supersedes is not None]
+    async with tenant_transaction(conn, [tenant_id]):
+        if superseded:
+            found = await repo.existing_ids_of_kinds(
+                conn, tenant_id=tenant_id, ids=superseded, kinds=("fact", "rule")
+            )
+            missing = [str(s) for s in superseded if s not in found]
+            if missing:
+                raise ApiError(
+                    422, "validation_error", f"supersedes: no fact or rule {missing[0]}", {"missing": missing}
+                )
+        await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+        if superseded:
+            await repo.mark_superseded(conn, tenant_id=tenant_id, ids=superseded)
+        stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in rows])
+        # A concurrent retry may have won the race for an idempotency key: return its row.
+        racing = [r.idempotency_key for r in rows if r.id not in stored and r.idempotency_key]
+        if racing:
+            existing.update(await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing))
+    out: list[dict[str, Any]] = []
+    for item, planned in zip(items, plan, strict=True):
+        record = stored.get(planned.id) if planned is not None else None
+        if record is None:
+            assert item.idempotency_key is not None
+            record = existing[item.idempotency_key]
+        out.append(memory_to_dict(record, now))
+    return out
+
+
+async def get_memory(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
+    """memory_get: one memory, counted as a retrieval."""
+    async with tenant_transaction(conn, [principal.tenant_id]):
+        rows = await repo.bump_references(conn, tenant_ids=[principal.tenant_id], ids=[memory_id])
+    row = rows.get(memory_id)
+    if row is None:
+        raise not_found()
+    return memory_to_dict(row)
+
+
+async def confirm(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
+    """Reset a fact's or rule's confidence clock."""
+    async with tenant_transaction(conn, [principal.tenant_id]):
+        row = await repo.confirm_memory(conn, tenant_id=principal.tenant_id, id=memory_id)
+        if row is None:
+            kind = await repo.kind_of(conn, tenant_id=principal.tenant_id, id=memory_id)
+            if kind is not None:
+                raise ApiError(
+                    422, "validation_error", f"only facts and rules can be confirmed, not a {kind}"
+                )
+            raise not_found()
+    return memory_to_dict(row)
+
+
+async def forget(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> None:
+    """Delete a memory for good."""
+    async with tenant_transaction(conn, [principal.tenant_id]):
+        if not await repo.delete_memory(conn, tenant_id=principal.tenant_id, id=memory_id):
+            raise not_found()

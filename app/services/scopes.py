@@ -1,0 +1,100 @@
+"""Per-scope retrieval settings: validation, butler.toml import, and resolution for a request."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from app.db import tenant_transaction
+from app.errors import ApiError
+from app.repositories.scopes import get_scope_settings, put_scope_settings
+
+
+class ScoreWeights(BaseModel):
+    """memory_recall composite weights."""
+
+    model_config = ConfigDict(extra="forbid")
+    relevance: float = Field(0.4, ge=0, le=10)
+    importance: float = Field(0.3, ge=0, le=10)
+    recency: float = Field(0.2, ge=0, le=10)
+    confidence: float = Field(0.1, ge=0, le=10)
+
+
+class FusionWeightSettings(BaseModel):
+    """Search fusion weights and RRF k for a scope."""
+
+    model_config = ConfigDict(extra="forbid")
+    semantic: float | None = Field(None, ge=0, le=100)
+    keyword: float | None = Field(None, ge=0, le=100)
+    k: int | None = Field(None, ge=1, le=1000)
+
+
+class ScopeSettings(BaseModel):
+    """Everything a scope can override; unset fields fall back to the service settings."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "score_weights": {"relevance": 0.6, "importance": 0.1, "recency": 0.2, "confidence": 0.1},
+                    "fusion": "rrf",
+                    "fusion_weights": {"semantic": 1.0, "keyword": 1.0, "k": 60},
+                    "half_life_days": 30,
+                }
+            ]
+        },
+    )
+    score_weights: ScoreWeights | None = None
+    fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
+    fusion_weights: FusionWeightSettings | None = None
+    half_life_days: float | None = Field(None, gt=0, le=36500)
+    recency_half_life_days: float | None = Field(None, gt=0, le=36500)
+
+
+def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
+    """Read `[butler] name` and `[butler.memory.retrieval]` from a butler.toml text."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ApiError(422, "validation_error", f"invalid TOML: {exc}") from exc
+    butler = doc.get("butler")
+    if not isinstance(butler, dict):
+        raise ApiError(422, "validation_error", "butler.toml needs a [butler] table")
+    name = butler.get("name")
+    retrieval = (
+        butler.get("memory", {}).get("retrieval", {}) if isinstance(butler.get("memory"), dict) else {}
+    )
+    try:
+        return (str(name) if name is not None else None), ScopeSettings.model_validate(retrieval)
+    except ValidationError as exc:
+        raise ApiError(
+            422,
+            "validation_error",
+            "invalid [butler.memory.retrieval] settings",
+            exc.errors(include_url=False),
+        ) from exc
+
+
+async def store_scope_settings(
+    conn: asyncpg.Connection, *, tenant_id: str, scope: str, settings: ScopeSettings
+) -> ScopeSettings:
+    """Persist a scope's settings (replacing earlier ones)."""
+    async with tenant_transaction(conn, [tenant_id]):
+        await put_scope_settings(
+            conn, tenant_id=tenant_id, scope=scope, settings=settings.model_dump(exclude_none=True)
+        )
+    return settings
+
+
+async def load_scope_settings(
+    conn: asyncpg.Connection, *, tenant_id: str, scope: str | None
+) -> ScopeSettings:
+    """A scope's settings inside the caller's open tenant transaction; empty when none stored."""
+    if scope is None:
+        return ScopeSettings()
+    stored: dict[str, Any] | None = await get_scope_settings(conn, tenant_id=tenant_id, scope=scope)
+    return ScopeSettings.model_validate(stored) if stored else ScopeSettings()

@@ -1,0 +1,24 @@
+"""What the lifespan builds and the routes use: one object on app.state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from app.config import Settings
+from app.embeddings.base import Embedder
+
+
+@dataclass(slots=True)
+class ServiceState:
+    """Pool, embedder and the facts detected at startup."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    embedder: Embedder | None
+    keyword_ranker: str  # "bm25" | "fulltext"
+    schema_revision: str
+    # Short-lived caches keyed by tenant set: (monotonic time, values...).
+    tenant_sizes: dict[str, tuple[float, int]] = field(default_factory=dict)
+    keyword_stats: dict[str, tuple[float, int, float]] = field(default_factory=dict)

@@ -1,0 +1,55 @@
+"""What can be checked of the container setup without a Docker engine."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return data
+
+
+def test_compose_has_database_with_healthcheck_and_api_depending_on_it() -> None:
+    services = _compose()["services"]
+    db = services["db"]
+    assert db["image"] == "pgvector/pgvector:pg17"
+    assert "pg_isready" in " ".join(db["healthcheck"]["test"])
+    assert any(v.startswith("pgdata:") for v in db["volumes"])
+    api = services["api"]
+    assert api["depends_on"]["db"]["condition"] == "service_healthy"
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert api["environment"]["DATABASE_URL"].startswith("postgresql://")
+    assert set(_compose()["volumes"]) >= {"pgdata", "recalld-data"}
+
+
+def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
+    parser = build_parser()
+    for name in ("api", "migrate"):
+        args = parser.parse_args(_compose()["services"][name]["command"])
+        assert callable(args.handler)
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r'^ENTRYPOINT \["recalld"\]$', dockerfile, re.M)
+    assert re.search(r'^CMD \["serve"\]$', dockerfile, re.M)
+    assert re.search(r"^USER recalld$", dockerfile, re.M)
+    assert "python:3.12-slim" in dockerfile
+    assert "download.pytorch.org/whl/cpu" in dockerfile
+
+
+def test_files_the_dockerfile_copies_exist_and_script_is_declared() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    for line in dockerfile.splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (ROOT / source).exists(), source
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["recalld"] == "app.cli:main"
