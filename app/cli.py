@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -96,6 +97,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             flush=True,
         )
     print(f"recalld listening on http://{settings.host}:{settings.port} (docs at /docs)", flush=True)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught to the previous handler.
+    # Make that handler a normal exit, so atexit stops the embedded PostgreSQL as well.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
     return 0
 

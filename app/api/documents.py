@@ -24,9 +24,8 @@ class DocumentIn(StrictModel):
             "examples": [{"path": "memory/2026-11-20.md", "content": "# 2026-11-20\n\n- Met Ana for lunch\n"}]
         },
     )
-    path: str = Field(
-        ..., max_length=512, description="Relative path, e.g. MEMORY.md or memory/2026-11-20.md."
-    )
+    # Length is checked with the other path rules, so every bad path is the same 422.
+    path: str = Field(..., description="Relative path (≤ 512 chars), e.g. MEMORY.md or memory/2026-11-20.md.")
     content: str = Field(..., max_length=MAX_DOCUMENT_BYTES, description="The whole file (≤ 4 MiB).")
     scope: ScopeName = "global"
 

@@ -23,6 +23,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def _chunk(lines: list[str], start: int, end: int) -> TextChunk:
+    while end - 1 > start and not lines[end - 1].strip():
+        end -= 1  # trailing blank lines would only blur end_line
     content = "\n".join(lines[start:end])
     return TextChunk(start + 1, end, content, hashlib.sha256(content.encode()).hexdigest())
 

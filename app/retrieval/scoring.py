@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 SECONDS_PER_DAY = 86400.0
 _DATED = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md$")
@@ -31,17 +31,22 @@ def recency_score(
 
 
 def temporal_decay(path: str | None, now: datetime, half_life_days: float = 30.0) -> float:
-    """Score multiplier of a chunk: exp(−ln 2 / half_life · age) for files named YYYY-MM-DD.md, else 1."""
+    """Score multiplier of a chunk: exp(−ln 2 / half_life · age) for files named YYYY-MM-DD.md, else 1.
+
+    Age counts whole calendar days (UTC): a daily file is about its day, so today's file is not
+    decayed and the file of 30 days ago is weighted exactly one half at the default half-life.
+    """
     if not path:
         return 1.0
     match = _DATED.search(path.rsplit("/", 1)[-1])
     if match is None:
         return 1.0
     try:
-        dated = datetime(int(match[1]), int(match[2]), int(match[3]), tzinfo=UTC)
+        dated = date(int(match[1]), int(match[2]), int(match[3]))
     except ValueError:
         return 1.0
-    return math.exp(-math.log(2) / half_life_days * _days_between(dated, now))
+    age_days = max(0, (now.astimezone(UTC).date() - dated).days)
+    return math.exp(-math.log(2) / half_life_days * age_days)
 
 
 @dataclass(frozen=True, slots=True)

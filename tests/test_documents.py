@@ -1,0 +1,157 @@
+"""Markdown memory files: chunks, temporal decay, incremental re-embedding, slices, isolation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from app.state import ServiceState
+from tests.conftest import TenantFactory, TenantKeys
+
+BODY = "# Notes\n\nThe heron nests by the old mill pond every spring.\n"
+
+
+async def _put(client: httpx.AsyncClient, tenant: TenantKeys, path: str, content: str) -> dict[str, Any]:
+    response = await client.put(
+        "/v1/documents", json={"path": path, "content": content}, headers=tenant.headers()
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def _search(
+    client: httpx.AsyncClient, tenant: TenantKeys, query: str, **extra: Any
+) -> list[dict[str, Any]]:
+    response = await client.post(
+        "/v1/search", json={"query": query, "min_score": 0, **extra}, headers=tenant.headers("reader")
+    )
+    assert response.status_code == 200, response.text
+    results: list[dict[str, Any]] = response.json()["results"]
+    return results
+
+
+def _long_document(sections: int = 8, changed: int | None = None) -> str:
+    parts = []
+    for s in range(sections):
+        parts.append(f"## Section {s}")
+        for line in range(12):
+            word = "CHANGED" if s == changed and line == 5 else "steady"
+            parts.append(f"Entry {s}.{line}: the {word} log of garden work, watering and pruning the roses.")
+        parts.append("")
+    return "\n".join(parts)
+
+
+async def test_dated_files_decay_and_memory_md_does_not(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    month_ago = (datetime.now(UTC) - timedelta(days=30)).date().isoformat()
+    await _put(client, tenant, "MEMORY.md", BODY)
+    await _put(client, tenant, f"memory/{month_ago}.md", BODY)
+    results = await _search(client, tenant, "heron nests mill pond", types=["document"])
+    by_path = {r["path"]: r for r in results}
+    evergreen = by_path["MEMORY.md"]
+    dated = by_path[f"memory/{month_ago}.md"]
+    assert evergreen["score_breakdown"]["decay"] == 1.0
+    assert abs(dated["score"] / evergreen["score"] - 0.5) < 0.005
+    assert abs(dated["score_breakdown"]["decay"] - 0.5) < 1e-6
+    assert evergreen["type"] == "document"
+    assert (evergreen["start_line"], evergreen["end_line"]) == (1, 3)
+    quicker = await _search(client, tenant, "heron nests mill pond", types=["document"], half_life_days=15)
+    assert (
+        abs({r["path"]: r for r in quicker}[f"memory/{month_ago}.md"]["score_breakdown"]["decay"] - 0.25)
+        < 1e-6
+    )
+
+
+async def test_reupload_embeds_only_what_changed(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, service: ServiceState
+) -> None:
+    tenant = await make_tenant()
+    assert service.embedder is not None
+    original = _long_document()
+    first = await _put(client, tenant, "journal/garden.md", original)
+    assert first["chunks"] >= 4 and first["embedded"] == first["chunks"]
+    before = service.embedder.document_texts_embedded
+    same = await _put(client, tenant, "journal/garden.md", original)
+    assert same == {"path": "journal/garden.md", "chunks": first["chunks"], "embedded": 0, "unchanged": True}
+    assert service.embedder.document_texts_embedded == before
+    edited = await _put(client, tenant, "journal/garden.md", _long_document(changed=3))
+    assert 1 <= edited["embedded"] <= 2 < edited["chunks"]
+    assert service.embedder.document_texts_embedded == before + edited["embedded"]
+    hits = await _search(client, tenant, "CHANGED", mode="keyword")
+    assert len(hits) == 1
+    lines = _long_document(changed=3).split("\n")
+    hit = hits[0]
+    assert hit["content"] == "\n".join(lines[hit["start_line"] - 1 : hit["end_line"]])
+    assert "CHANGED" in lines[hit["start_line"] - 1 : hit["end_line"]][6]
+
+
+async def test_slices_return_exact_lines(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
+    tenant = await make_tenant()
+    text = "\n".join(f"line {i}" for i in range(1, 21))
+    await _put(client, tenant, "memory/2026-11-20.md", text)
+    part = await client.get(
+        "/v1/documents",
+        params={"path": "memory/2026-11-20.md", "from": 3, "lines": 2},
+        headers=tenant.headers(),
+    )
+    assert part.status_code == 200
+    assert part.json()["content"] == "line 3\nline 4"
+    assert (part.json()["from"], part.json()["to"], part.json()["total_lines"]) == (3, 4, 20)
+    whole = await client.get(
+        "/v1/documents", params={"path": "memory/2026-11-20.md"}, headers=tenant.headers()
+    )
+    assert whole.json()["content"] == text
+    missing = await client.get("/v1/documents", params={"path": "memory/nope.md"}, headers=tenant.headers())
+    assert missing.status_code == 404
+    past_end = await client.get(
+        "/v1/documents", params={"path": "memory/2026-11-20.md", "from": 99}, headers=tenant.headers()
+    )
+    assert past_end.status_code == 422
+
+
+async def test_bad_paths_are_422(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
+    tenant = await make_tenant()
+    for path in (
+        "../secrets.md",
+        "/etc/passwd.md",
+        "a/../../b.md",
+        "notes/./x.md",
+        "run.exe",
+        "a\\b.md",
+        "",
+        "x" * 600,
+    ):
+        response = await client.put(
+            "/v1/documents", json={"path": path, "content": "x"}, headers=tenant.headers()
+        )
+        assert response.status_code == 422, path
+        assert response.json()["error"]["code"] == "validation_error"
+    listing = await client.get("/v1/documents:list", headers=tenant.headers())
+    assert listing.json() == {"documents": []}
+
+
+async def test_documents_are_tenant_isolated_and_deletable(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    a = await make_tenant("a")
+    b = await make_tenant("b")
+    await _put(client, a, "MEMORY.md", BODY)
+    assert (
+        await client.get("/v1/documents", params={"path": "MEMORY.md"}, headers=b.headers())
+    ).status_code == 404
+    assert await _search(client, b, "heron") == []
+    assert (
+        await client.delete("/v1/documents", params={"path": "MEMORY.md"}, headers=b.headers())
+    ).status_code == 404
+    assert (
+        await client.delete("/v1/documents", params={"path": "MEMORY.md"}, headers=a.headers())
+    ).status_code == 204
+    assert await _search(client, a, "heron") == []
+    assert (
+        await client.get("/v1/documents", params={"path": "MEMORY.md"}, headers=a.headers())
+    ).status_code == 404
