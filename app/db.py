@@ -60,6 +60,12 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         max_size=settings.pool_max_size,
         init=_init_connection,
         command_timeout=60,
+        # Session defaults (they survive the pool's RESET ALL): HNSW keeps scanning until enough
+        # rows pass the tenant/scope filters instead of returning a post-filtered handful.
+        server_settings={
+            "hnsw.iterative_scan": "strict_order",
+            "hnsw.ef_search": str(settings.hnsw_ef_search),
+        },
     )
     assert pool is not None
     return pool
