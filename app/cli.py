@@ -187,7 +187,7 @@ def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
         def run() -> Any:
             if args.code:
-                from app.ingest.code_indexer import index_code  # type: ignore[import-not-found]
+                from app.ingest.code_indexer import index_code
 
                 return index_code(client, root, repository=args.repository or root.resolve().name)
             return index_markdown(client, root, scope=args.scope)

@@ -11,13 +11,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 
-from app.api import documents, health, memories, scopes, search
+from app.api import code, documents, health, memories, scopes, search
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
 from app.metrics import REQUEST_LATENCY
-from app.startup import check_embedder_identity, detect_keyword_ranker, ensure_schema
+from app.startup import (
+    check_embedder_identity,
+    detect_keyword_ranker,
+    ensure_schema,
+    rebuild_bm25_after_restart,
+)
 from app.state import ServiceState
 
 log = logging.getLogger("recalld")
@@ -51,6 +56,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             async with pool.acquire() as conn:
                 ranker = await detect_keyword_ranker(conn, settings)
+                if ranker == "bm25" and await rebuild_bm25_after_restart(conn):
+                    log.info("rebuilt the BM25 index after a PostgreSQL start")
                 await check_embedder_identity(conn, embedder.identity if embedder else None)
             log.info(
                 "recalld ready: schema %s, keyword ranker %s, embedder %s",
@@ -95,4 +102,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(search.router)
     app.include_router(scopes.router)
     app.include_router(documents.router)
+    app.include_router(code.router)
     return app

@@ -51,6 +51,31 @@ async def detect_keyword_ranker(conn: asyncpg.Connection, settings: Settings) ->
     return "bm25"
 
 
+async def rebuild_bm25_after_restart(conn: asyncpg.Connection) -> bool:
+    """Rebuild the BM25 index once per PostgreSQL start; True when it was rebuilt.
+
+    pg_textsearch 0.6.1 keeps its index in memory segments that do not survive a server restart
+    (clean or crash): afterwards the index answers nothing for rows written before. The heap is
+    intact, so rebuilding from it restores every acknowledged row; the postmaster start time
+    recorded with the rebuild makes every later recalld process on the same server skip it.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(72410003)")
+        started = str(await conn.fetchval("SELECT pg_postmaster_start_time()"))
+        recorded = await conn.fetchval(
+            "SELECT value ->> 'server_started' FROM system_config WHERE key = 'bm25_rebuild'"
+        )
+        if recorded == started:
+            return False
+        await conn.execute("REINDEX INDEX memory_search_text_bm25")
+        await conn.execute(
+            "INSERT INTO system_config (key, value) VALUES ('bm25_rebuild', jsonb_build_object('server_started', $1::text)) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            started,
+        )
+    return True
+
+
 async def check_embedder_identity(conn: asyncpg.Connection, identity: EmbedderIdentity | None) -> None:
     """Record the embedding model on first start; refuse to mix vectors of another model later."""
     row = await conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'")

@@ -229,6 +229,21 @@ class SearchIn(StrictModel):
     half_life_days: float | None = Field(None, gt=0, description="Temporal decay half-life for dated files.")
     tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to search.")
     all_tenants: bool = Field(False, description="Operator keys only: search every tenant.")
+    repository: str | None = Field(None, max_length=200, description="Code: only this repository.")
+    file_filter: str | None = Field(
+        None,
+        max_length=500,
+        description="Code/documents: path glob, `**` aware (`Sources/Auth/**`, `*.swift`).",
+    )
+    exclude_filter: str | None = Field(
+        None, max_length=500, description="Path glob to leave out (`**/Tests/**`)."
+    )
+    symbol: str | None = Field(
+        None,
+        max_length=200,
+        description="Code: exact symbol search; the definition ranks first, a type brings its methods and extensions.",
+    )
+    depth: int = Field(0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3).")
 
 
 class ScoreBreakdown(BaseModel):

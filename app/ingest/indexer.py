@@ -109,7 +109,8 @@ class Progress:
         self.stream.flush()
 
 
-def _sha256(text: str) -> str:
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of a text, as the server computes content hashes."""
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -127,7 +128,7 @@ def index_markdown(
     for path in files:
         rel = path.relative_to(root).as_posix()
         content = path.read_text(errors="replace")
-        if stored.get(rel) == _sha256(content):
+        if stored.get(rel) == sha256_text(content):
             stats.unchanged += 1
         else:
             _upload_document(client, rel, content, scope, stats)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import snowballstemmer
 
 from app.retrieval.query import CJK_RUN, WORD, ParsedQuery
 
 MAX_SPANS = 50
+PREFIX = 3
 _stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -24,11 +31,14 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def highlight_spans(content: str, q: ParsedQuery) -> list[tuple[int, int]]:
     """[start, end) spans of words sharing an English stem with a query word, and of CJK matches."""
-    stems = {_stemmer.stemWord(w) for w in q.words}
+    stems = {_stem(w) for w in q.words}
+    # English stems keep the word's first letters, so most words are ruled out without stemming.
+    prefixes = {stem[:PREFIX] for stem in stems}
     spans: list[tuple[int, int]] = []
     if stems:
         for match in WORD.finditer(content):
-            if _stemmer.stemWord(match.group().lower()) in stems:
+            word = match.group().lower()
+            if word[:PREFIX] in prefixes and _stem(word) in stems:
                 spans.append(match.span())
     if q.cjk_runs:
         needles = sorted(set(q.cjk_runs) | set(q.cjk_bigrams), key=len, reverse=True)

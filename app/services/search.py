@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from app.repositories import search as search_repo
 from app.repositories.search import CandidateFilter, LegRow
 from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
+from app.retrieval.globs import glob_to_regex
 from app.retrieval.highlights import highlight_spans
 from app.retrieval.query import ParsedQuery, ilike_patterns, parse_query, tsquery_or_text
 from app.retrieval.scoring import (
@@ -32,6 +34,8 @@ from app.retrieval.scoring import (
     temporal_decay,
     tie_break_key,
 )
+from app.services import code_search
+from app.services.code_search import Candidate
 from app.services.memories import memory_to_dict
 from app.services.scopes import ScopeSettings, load_scope_settings
 from app.state import ServiceState
@@ -40,6 +44,10 @@ DEFAULT_KINDS = ("fact", "rule", "episode", "document")
 SIZE_CACHE_SECONDS = 30.0
 # Substring matches are weak evidence: they count at most half of a keyword hit.
 SUBSTRING_SCORE_SCALE = 0.5
+# pg_textsearch's index path needs the tenant to hold a fair share of the table (it over-fetches
+# by 1/share); below that, scoring the tenant's own matches directly is cheaper and exact.
+BM25_INDEX_MIN_SHARE = 0.02
+BM25_MAX_FETCH = 5000
 
 
 @dataclass(slots=True)
@@ -153,6 +161,42 @@ async def _keyword_stats(
     return n, avgdl
 
 
+async def _bm25_leg(
+    state: ServiceState,
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    parsed: ParsedQuery,
+    tsquery: str,
+    limit: int,
+) -> list[LegRow]:
+    bm25_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
+    mine, total = await _table_share(state, conn, f.tenant_ids)
+    share = mine / total if total else 1.0
+    if share >= BM25_INDEX_MIN_SHARE:
+        fetch = min(BM25_MAX_FETCH, math.ceil(limit / share * 2) + 20)
+        rows = await search_repo.search_by_bm25_index(
+            conn, f=f, tsquery=tsquery, bm25_text=bm25_text, limit=limit, fetch=fetch
+        )
+        if len(rows) >= limit or fetch >= total:
+            return rows
+    return await search_repo.search_by_bm25_exact(
+        conn, f=f, tsquery=tsquery, bm25_text=bm25_text, limit=limit
+    )
+
+
+async def _table_share(
+    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]
+) -> tuple[int, int]:
+    key = "share:" + ",".join(sorted(tenant_ids))
+    cached = state.keyword_stats.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
+        return cached[1], int(cached[2])
+    mine, total = await search_repo.table_share(conn, tenant_ids=tenant_ids)
+    state.keyword_stats[key] = (now, mine, float(total))
+    return mine, total
+
+
 async def run_keyword_leg(
     state: ServiceState, conn: asyncpg.Connection, f: CandidateFilter, parsed: ParsedQuery, limit: int
 ) -> tuple[list[LegRow], str]:
@@ -160,10 +204,7 @@ async def run_keyword_leg(
     tsquery = tsquery_or_text(parsed)
     if tsquery:
         if state.keyword_ranker == "bm25":
-            bm25_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
-            rows = await search_repo.search_by_bm25(
-                conn, f=f, tsquery=tsquery, bm25_text=bm25_text, limit=limit
-            )
+            rows = await _bm25_leg(state, conn, f, parsed, tsquery, limit)
         else:
             n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
             query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
@@ -236,6 +277,9 @@ def _match_type(hit: FusedHit, match_types: dict[str, str]) -> str:
 def _candidate_filter(body: SearchIn, tenant_ids: list[str], min_confidence: float) -> CandidateFilter:
     filters = body.filters
     return CandidateFilter(
+        repository=body.repository,
+        path_regex=glob_to_regex(body.file_filter) if body.file_filter else None,
+        exclude_path_regex=glob_to_regex(body.exclude_filter) if body.exclude_filter else None,
         tenant_ids=tenant_ids,
         kinds=tuple(body.types) if body.types else DEFAULT_KINDS,
         scope=body.scope,
@@ -272,9 +316,11 @@ async def search(
         "keyword_ranker": state.keyword_ranker,
         "embedding_used": False,
     }
-    if parsed.is_empty:
+    if parsed.is_empty and not body.symbol:
         return response, timings
-    vector = await _embed_query(state, parsed.text, timings) if embedding_used else None
+    vector = (
+        await _embed_query(state, parsed.text, timings) if embedding_used and not parsed.is_empty else None
+    )
     response["embedding_used"] = vector is not None
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
@@ -286,47 +332,72 @@ async def search(
             body.half_life_days or scope_settings.half_life_days or state.settings.decay_half_life_days
         )
         f = _candidate_filter(body, tenant_ids, min_confidence)
-        ranked, match_types = await rank_candidates(
-            state,
-            conn,
-            f=f,
-            parsed=parsed,
-            vector=vector,
-            plan=plan,
-            limit=body.limit,
-            min_similarity=body.min_similarity,
-            timings=timings,
-        )
-        scored = []
-        for r in ranked:
-            decay = temporal_decay(r.path, now, half_life)
-            score = r.hit.score * decay
-            if score >= min_score:
-                scored.append((score, decay, r))
-        scored.sort(key=lambda item: tie_break_key(item[0], item[2].created_at, item[2].hit.id))
+        ranked: list[RankedHit] = []
+        match_types: dict[str, str] = {}
+        if not parsed.is_empty:
+            ranked, match_types = await rank_candidates(
+                state,
+                conn,
+                f=f,
+                parsed=parsed,
+                vector=vector,
+                plan=plan,
+                limit=body.limit,
+                min_similarity=body.min_similarity,
+                timings=timings,
+            )
+        candidates = [
+            Candidate(
+                id=r.hit.id,
+                score=r.hit.score * temporal_decay(r.path, now, half_life),
+                created_at=r.created_at,
+                match_type=_match_type(r.hit, match_types),
+                decay=temporal_decay(r.path, now, half_life),
+                hit=r.hit,
+            )
+            for r in ranked
+        ]
+        if body.symbol or body.depth:
+            started = time.perf_counter()
+            candidates = await code_search.expand(
+                conn,
+                principal.tenant_id,
+                f,
+                candidates,
+                symbol=body.symbol,
+                depth=body.depth,
+                seeds=body.limit,
+            )
+            timings.add("code", started)
+        scored = [c for c in candidates if c.score >= min_score]
+        scored.sort(key=lambda c: tie_break_key(c.score, c.created_at, c.id))
         scored = scored[: body.limit]
         started = time.perf_counter()
         rows = await memory_repo.bump_references(
-            conn, tenant_ids=tenant_ids, ids=[uuid.UUID(item[2].hit.id) for item in scored]
+            conn, tenant_ids=tenant_ids, ids=[uuid.UUID(c.id) for c in scored]
         )
         timings.add("fetch", started)
     results = []
-    for score, decay, r in scored:
-        row = rows.get(uuid.UUID(r.hit.id))
+    for c in scored:
+        row = rows.get(uuid.UUID(c.id))
         if row is None:
             continue  # deleted between ranking and bump: nothing to show
         item = memory_to_dict(row, now)
-        item["score"] = round(score, 6)
-        item["match_type"] = _match_type(r.hit, match_types)
+        item["score"] = round(c.score, 6)
+        item["match_type"] = c.match_type
         item["highlights"] = highlight_spans(row["content"], parsed)
-        item["score_breakdown"] = {
-            "fusion": plan.fusion,
-            "fused": round(r.hit.score, 6),
-            "ranks": r.hit.ranks,
-            "raw_scores": r.hit.raw_scores,
-            "weights": {leg: plan.weights[leg] for leg in r.hit.ranks},
-            "decay": round(decay, 6),
-        }
+        breakdown: dict[str, Any] = {"fusion": plan.fusion, "decay": round(c.decay, 6)}
+        if c.hit is not None:
+            breakdown.update(
+                fused=round(c.hit.score, 6),
+                ranks=c.hit.ranks,
+                raw_scores=c.hit.raw_scores,
+                weights={leg: plan.weights[leg] for leg in c.hit.ranks},
+            )
+        if c.hop_depth is not None:
+            item["hop_depth"] = c.hop_depth
+            breakdown["paths"] = c.paths
+        item["score_breakdown"] = breakdown
         if len(tenant_ids) > 1:
             item["tenant_id"] = str(row["tenant_id"])
         results.append(item)

@@ -1,0 +1,159 @@
+"""Code index: upload source files, list/delete them, and code_research."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Response
+from pydantic import ConfigDict, Field, model_validator
+
+from app.api.deps import ConnDep, Reader, StateDep, Writer
+from app.api.schemas import StrictModel
+from app.services import code as service
+
+router = APIRouter(prefix="/v1/code", tags=["code"])
+
+RepositoryName = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@/:-]*$")
+]
+
+
+class CodeFileIn(StrictModel):
+    """One source file."""
+
+    path: str = Field(
+        ..., description="Path relative to the repository root, e.g. Sources/Auth/AuthService.swift."
+    )
+    content: str = Field(..., max_length=service.MAX_CODE_FILE_BYTES, description="File text (≤ 1 MiB).")
+
+
+class CodeFilesIn(StrictModel):
+    """Source files of one repository; unchanged files (same content hash) are skipped."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "repository": "ios-app",
+                    "files": [
+                        {
+                            "path": "Sources/Auth/Auth.swift",
+                            "content": "protocol AuthProtocol { func login() }",
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+    repository: RepositoryName
+    files: list[CodeFileIn] = Field(..., min_length=1, max_length=500)
+
+
+class ResearchIn(StrictModel):
+    """A structural question, in words or structured."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"query": "implementations of AuthProtocol"},
+                {"kind": "callers", "symbol": "login", "depth": 2, "repository": "ios-app"},
+            ]
+        },
+    )
+    query: str | None = Field(
+        None,
+        max_length=1000,
+        description="'implementations of X', 'what calls X()', 'what does X call', 'related to X', "
+        "'dependencies of module M'.",
+    )
+    kind: Literal["implementations", "callers", "callees", "related", "dependencies"] | None = None
+    symbol: str | None = Field(
+        None, max_length=200, description="Symbol (or module directory for dependencies)."
+    )
+    depth: int = Field(2, ge=1, le=5, description="How far callers/callees are traced.")
+    repository: str | None = Field(None, max_length=200)
+
+    @model_validator(mode="after")
+    def _question_given(self) -> ResearchIn:
+        if self.query is None and (self.kind is None or self.symbol is None):
+            raise ValueError("send either `query` in words, or both `kind` and `symbol`")
+        return self
+
+
+@router.put(
+    "/files",
+    operation_id="code_index_files",
+    summary="Index source files of a repository",
+    responses={422: {"description": "Bad path or body."}},
+)
+async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+    """Parse at symbol boundaries (Swift, Python, TypeScript/JavaScript, Go), embed, store symbols and edges."""
+    stats = await service.ingest_files(
+        conn,
+        state.embedder,
+        principal,
+        repository=body.repository,
+        files=[(f.path, f.content) for f in body.files],
+    )
+    return {
+        "repository": body.repository,
+        "files": stats.files,
+        "skipped": stats.skipped,
+        "chunks": stats.chunks,
+        "embedded": stats.embedded,
+        "symbols": stats.symbols,
+        "edges": stats.edges,
+        "unsupported": stats.unsupported,
+    }
+
+
+@router.get("/files", operation_id="code_list_files", summary="List indexed files of a repository")
+async def list_files(
+    conn: ConnDep, principal: Reader, repository: Annotated[str, Query(max_length=200)]
+) -> dict[str, Any]:
+    """Every indexed path with its content hash."""
+    files = await service.list_files(conn, principal, repository=repository)
+    return {
+        "repository": repository,
+        "files": [{"path": p, "content_hash": h} for p, h in sorted(files.items())],
+    }
+
+
+@router.delete(
+    "/files",
+    status_code=204,
+    operation_id="code_delete_file",
+    summary="Remove a file from the index",
+    responses={404: {"description": "Not indexed in this tenant."}},
+)
+async def delete_file(
+    conn: ConnDep,
+    principal: Writer,
+    repository: Annotated[str, Query(max_length=200)],
+    path: Annotated[str, Query(max_length=512)],
+) -> Response:
+    """Forget a file's chunks, symbols and edges."""
+    await service.delete_file(conn, principal, repository=repository, path=path)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/research",
+    operation_id="code_research",
+    summary="Structural questions about indexed code",
+    responses={422: {"description": "Question not understood."}},
+)
+async def code_research(body: ResearchIn, conn: ConnDep, principal: Reader) -> dict[str, Any]:
+    """Implementations (incl. extension conformances), callers/callees with chains, related components, module dependencies."""
+    kind: str
+    if body.kind is not None and body.symbol is not None:
+        kind, symbol = body.kind, body.symbol
+    else:
+        assert body.query is not None
+        kind, symbol = service.parse_research_query(body.query)
+    items = await service.research(
+        conn, principal, kind=kind, symbol=symbol, depth=body.depth, repository=body.repository
+    )
+    return {"kind": kind, "symbol": symbol, "items": items}
