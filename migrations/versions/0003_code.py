@@ -72,10 +72,14 @@ def upgrade() -> None:
         )
         """
     )
-    op.execute("CREATE INDEX code_edge_target_idx ON code_edge (tenant_id, repository, target_name, relation)")
+    op.execute(
+        "CREATE INDEX code_edge_target_idx ON code_edge (tenant_id, repository, target_name, relation)"
+    )
     op.execute("CREATE INDEX code_edge_chunk_idx ON code_edge (tenant_id, chunk_id)")
     op.execute("CREATE INDEX code_edge_path_idx ON code_edge (tenant_id, repository, path)")
-    op.execute("CREATE INDEX memory_tenant_repository_path_idx ON memory (tenant_id, repository, path) WHERE kind = 'code'")
+    op.execute(
+        "CREATE INDEX memory_tenant_repository_path_idx ON memory (tenant_id, repository, path) WHERE kind = 'code'"
+    )
     op.execute("CREATE INDEX memory_tenant_symbol_idx ON memory (tenant_id, symbol) WHERE kind = 'code'")
     for table in TABLES:
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
