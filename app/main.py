@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 
-from app.api import code, documents, health, memories, scopes, search
+from app.api import code, documents, health, mcp, memories, scopes, search
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
@@ -103,4 +103,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(scopes.router)
     app.include_router(documents.router)
     app.include_router(code.router)
+    app.include_router(mcp.router)
     return app

@@ -147,13 +147,12 @@ async def delete_file(
 )
 async def code_research(body: ResearchIn, conn: ConnDep, principal: Reader) -> dict[str, Any]:
     """Implementations (incl. extension conformances), callers/callees with chains, related components, module dependencies."""
-    kind: str
-    if body.kind is not None and body.symbol is not None:
-        kind, symbol = body.kind, body.symbol
-    else:
-        assert body.query is not None
-        kind, symbol = service.parse_research_query(body.query)
-    items = await service.research(
-        conn, principal, kind=kind, symbol=symbol, depth=body.depth, repository=body.repository
+    return await service.answer(
+        conn,
+        principal,
+        query=body.query,
+        kind=body.kind,
+        symbol=body.symbol,
+        depth=body.depth,
+        repository=body.repository,
     )
-    return {"kind": kind, "symbol": symbol, "items": items}

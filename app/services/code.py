@@ -400,3 +400,21 @@ async def _dependencies(
             )
             entry["files"].append(path)
     return [out[k] for k in sorted(out)]
+
+
+async def answer(
+    conn: asyncpg.Connection,
+    principal: Principal,
+    *,
+    query: str | None,
+    kind: str | None,
+    symbol: str | None,
+    depth: int,
+    repository: str | None,
+) -> dict[str, Any]:
+    """code_research: a structured question, or one in words, answered with its items."""
+    if kind is None or symbol is None:
+        assert query is not None
+        kind, symbol = parse_research_query(query)
+    items = await research(conn, principal, kind=kind, symbol=symbol, depth=depth, repository=repository)
+    return {"kind": kind, "symbol": symbol, "items": items}
