@@ -50,6 +50,10 @@ class Settings(BaseSettings):
         default="auto",
         description="auto: BM25 via pg_textsearch when loaded, else PostgreSQL full text.",
     )
+    keyword_candidate_budget: int = Field(
+        default=1000,
+        description="Keyword leg: rows scored per query, picked by the query's rarest terms.",
+    )
     rrf_k: int = 60
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0

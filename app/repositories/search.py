@@ -128,99 +128,73 @@ async def search_by_vector(
     return _leg_rows(rows)
 
 
-async def search_by_bm25_index(
-    conn: asyncpg.Connection, *, f: CandidateFilter, tsquery: str, bm25_text: str, limit: int, fetch: int
+async def search_by_bm25(
+    conn: asyncpg.Connection, *, f: CandidateFilter, candidate_tsquery: str, bm25_text: str, limit: int
 ) -> list[LegRow]:
-    """BM25 through pg_textsearch's index: the global top `fetch`, then our filters, then the top `limit`.
+    """BM25 scores from pg_textsearch (`<@>`, negative: lower is better) for the tenant's candidates.
 
-    The index answers a global top-k (Block-Max WAND), and the filters (tenant, kind, scope…)
-    apply after it, so `fetch` over-fetches in proportion to the tenant's share of the table.
-    `<@>` in a select list costs ~0.2 ms a row (it re-reads the document), so only the rows
-    that survive the filters are scored. Fewer than `limit` rows back means: use the exact path.
+    Candidates come from the GIN match on search_vector, inside the tenant and its filters, so a
+    small tenant gets all its matches however many rows other tenants hold, and rows that do not
+    match are never returned. pg_textsearch's own index scan is not used: it answers a global
+    top-k that the tenant filter then thins out, and in 0.6.1 it returned wrong or no rows after a
+    rebuild (see docs/benchmarks.md).
     """
     sql = _Sql()
     where = _where(sql, f)
-    bq = sql.bind(bm25_text)
-    rows = await conn.fetch(
-        f"SELECT id, created_at, path, -(search_text <@> to_bm25query({bq}, '{BM25_INDEX}')) AS score FROM ("
-        f"  SELECT m.id, m.created_at, m.path, m.search_text FROM memory m"
-        f"  WHERE {where} AND m.search_vector @@ to_tsquery('english', {sql.bind(tsquery)})"
-        f"  ORDER BY m.search_text <@> to_bm25query({bq}, '{BM25_INDEX}') LIMIT {sql.bind(fetch)}"
-        f") s ORDER BY score DESC, created_at DESC, id LIMIT {sql.bind(limit)}",
-        *sql.params,
-    )
-    return [r for r in _leg_rows(rows) if r.score > 0]
-
-
-async def search_by_bm25_exact(
-    conn: asyncpg.Connection, *, f: CandidateFilter, tsquery: str, bm25_text: str, limit: int
-) -> list[LegRow]:
-    """BM25 through pg_textsearch over every matching row of the tenant (small tenants).
-
-    Candidates come from the GIN match on search_vector (OR of the query's lexemes), so a small
-    tenant gets all its matches however many rows other tenants hold, and rows that do not match
-    are never returned. pg_textsearch's `<@>` then scores them (negative: lower is better).
-    """
-    sql = _Sql()
-    where = _where(sql, f)
-    tsq = sql.bind(tsquery)
+    tsq = sql.bind(candidate_tsquery)
     bq = sql.bind(bm25_text)
     rows = await conn.fetch(
         f"SELECT id, score, created_at, path FROM ("
         f"  SELECT m.id, -(m.search_text <@> to_bm25query({bq}, '{BM25_INDEX}')) AS score, m.created_at, m.path "
-        f"  FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('english', {tsq})"
+        f"  FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('simple', {tsq})"
         f") s WHERE score > 0 ORDER BY score DESC, created_at DESC, id LIMIT {sql.bind(limit)}",
         *sql.params,
     )
     return _leg_rows(rows)
 
 
-async def table_share(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, int]:
-    """(rows of the tenants, rows of the whole table) — the latter from planner statistics."""
-    row = await conn.fetchrow(
-        "SELECT (SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[])) AS mine, "
-        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'memory'::regclass) AS total",
+async def document_frequencies(
+    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], query_text: str
+) -> list[tuple[str, int]]:
+    """The query's English lexemes and how many of the tenants' rows contain each (GIN counts)."""
+    rows = await conn.fetch(
+        "SELECT q.lexeme, (SELECT count(*) FROM memory d WHERE d.tenant_id = ANY($1::uuid[]) "
+        "AND d.search_vector @@ to_tsquery('simple', quote_literal(q.lexeme))) AS n "
+        "FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2))) q ORDER BY q.lexeme",
         [uuid.UUID(t) for t in tenant_ids],
+        query_text,
     )
-    assert row is not None
-    mine = int(row["mine"])
-    return mine, max(mine, int(row["total"]))
+    return [(r["lexeme"], int(r["n"])) for r in rows]
 
 
 async def search_by_fulltext(
     conn: asyncpg.Connection,
     *,
     f: CandidateFilter,
-    tsquery: str,
-    query_text: str,
+    candidate_tsquery: str,
+    lexemes: Sequence[str],
+    frequencies: Sequence[int],
     corpus_size: int,
     avg_doc_length: float,
     limit: int,
     k1: float = 1.2,
     b: float = 0.75,
 ) -> list[LegRow]:
-    """BM25 computed over tsvectors, for PostgreSQL without pg_textsearch.
+    """BM25 computed over tsvectors with per-tenant statistics (no extension needed).
 
-    ts_rank_cd ignores how rare a term is, which made hybrid worse than semantic alone on
-    SciFact. Here idf comes from per-tenant document frequencies (GIN counts), tf from lexeme
-    positions, and the length norm from distinct lexemes against the tenant's mean.
+    idf uses the tenant's document frequencies (passed in), tf the lexeme's positions, and the
+    length norm distinct lexemes against the tenant's mean. Candidates are the rows matching
+    `candidate_tsquery` (pre-stemmed lexemes, 'simple' config), chosen by the caller.
     """
     sql = _Sql()
     where = _where(sql, f)
-    tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
     rows = await conn.fetch(
         f"""
-        WITH q AS (
-            SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', {sql.bind(query_text)}))
-        ), df AS MATERIALIZED (
-            SELECT q.lexeme,
-                   (SELECT count(*) FROM memory d
-                     WHERE d.tenant_id = ANY({tenants}::uuid[])
-                       AND d.search_vector @@ ('''' || replace(q.lexeme, '''', '''''') || '''')::tsquery) AS n
-            FROM q
+        WITH df AS (
+            SELECT * FROM unnest({sql.bind(list(lexemes))}::text[], {sql.bind(list(frequencies))}::int[]) AS d(lexeme, n)
         ), cand AS (
             SELECT m.id, m.created_at, m.path, m.search_vector, length(m.search_vector) AS dl
-            FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('english', {sql.bind(tsquery)})
+            FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('simple', {sql.bind(candidate_tsquery)})
         )
         SELECT c.id, c.created_at, c.path,
                sum(ln(1 + ({sql.bind(corpus_size)}::float8 - df.n + 0.5) / (df.n + 0.5))

@@ -78,13 +78,6 @@ def search_text_for(content: str, extra_terms: Sequence[str] = ()) -> str:
     return "\n".join(parts)
 
 
-def tsquery_or_text(q: ParsedQuery) -> str:
-    """A to_tsquery() input: every word and bigram OR-ed, each quoted, so no input is a syntax error."""
-    tokens = [*q.words, *q.cjk_bigrams]
-    # Tokens hold only letters and digits, so quoting them is enough to neutralise tsquery syntax.
-    return " | ".join(f"'{token}'" for token in tokens)
-
-
 def _like_escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -93,3 +86,27 @@ def ilike_patterns(q: ParsedQuery) -> list[str]:
     """ILIKE patterns of the last-resort tier: CJK runs (1+ chars) and words of 3+ chars."""
     terms = [*q.cjk_runs, *(w for w in q.words if len(w) >= 3)]
     return [f"%{_like_escape(term)}%" for term in terms]
+
+
+def candidate_lexemes(frequencies: Sequence[tuple[str, int]], budget: int) -> list[str]:
+    """The rarest query lexemes whose matches add up to about `budget` rows (at least one).
+
+    BM25 is dominated by rare terms: a row matching only the commonest query words cannot reach
+    the top. Scoring only rows that contain a rare term keeps the cost bounded for long queries
+    (the MaxScore idea, without its exactness guarantee).
+    """
+    present = sorted((n, lexeme) for lexeme, n in frequencies if n > 0)
+    chosen: list[str] = []
+    total = 0
+    for n, lexeme in present:
+        if chosen and total + n > budget:
+            break
+        chosen.append(lexeme)
+        total += n
+    return chosen
+
+
+def lexeme_tsquery(lexemes: Sequence[str]) -> str:
+    """A to_tsquery('simple', …) text OR-ing already-normalised lexemes, each quoted."""
+    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
+    return " | ".join(quoted)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.globs import glob_to_regex
 from app.retrieval.highlights import highlight_spans
-from app.retrieval.query import ParsedQuery, ilike_patterns, parse_query, tsquery_or_text
+from app.retrieval.query import ParsedQuery, candidate_lexemes, ilike_patterns, lexeme_tsquery, parse_query
 from app.retrieval.scoring import (
     RecallWeights,
     effective_confidence,
@@ -44,10 +43,6 @@ DEFAULT_KINDS = ("fact", "rule", "episode", "document")
 SIZE_CACHE_SECONDS = 30.0
 # Substring matches are weak evidence: they count at most half of a keyword hit.
 SUBSTRING_SCORE_SCALE = 0.5
-# pg_textsearch's index path needs the tenant to hold a fair share of the table (it over-fetches
-# by 1/share); below that, scoring the tenant's own matches directly is cheaper and exact.
-BM25_INDEX_MIN_SHARE = 0.02
-BM25_MAX_FETCH = 5000
 
 
 @dataclass(slots=True)
@@ -161,62 +156,36 @@ async def _keyword_stats(
     return n, avgdl
 
 
-async def _bm25_leg(
-    state: ServiceState,
-    conn: asyncpg.Connection,
-    f: CandidateFilter,
-    parsed: ParsedQuery,
-    tsquery: str,
-    limit: int,
-) -> list[LegRow]:
-    bm25_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
-    mine, total = await _table_share(state, conn, f.tenant_ids)
-    share = mine / total if total else 1.0
-    if share >= BM25_INDEX_MIN_SHARE:
-        fetch = min(BM25_MAX_FETCH, math.ceil(limit / share * 2) + 20)
-        rows = await search_repo.search_by_bm25_index(
-            conn, f=f, tsquery=tsquery, bm25_text=bm25_text, limit=limit, fetch=fetch
-        )
-        if len(rows) >= limit or fetch >= total:
-            return rows
-    return await search_repo.search_by_bm25_exact(
-        conn, f=f, tsquery=tsquery, bm25_text=bm25_text, limit=limit
-    )
-
-
-async def _table_share(
-    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]
-) -> tuple[int, int]:
-    key = "share:" + ",".join(sorted(tenant_ids))
-    cached = state.keyword_stats.get(key)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
-        return cached[1], int(cached[2])
-    mine, total = await search_repo.table_share(conn, tenant_ids=tenant_ids)
-    state.keyword_stats[key] = (now, mine, float(total))
-    return mine, total
-
-
 async def run_keyword_leg(
     state: ServiceState, conn: asyncpg.Connection, f: CandidateFilter, parsed: ParsedQuery, limit: int
 ) -> tuple[list[LegRow], str]:
     """The best keyword tier that finds anything, and its match type."""
-    tsquery = tsquery_or_text(parsed)
-    if tsquery:
-        if state.keyword_ranker == "bm25":
-            rows = await _bm25_leg(state, conn, f, parsed, tsquery, limit)
-        else:
-            n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
-            query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
-            rows = await search_repo.search_by_fulltext(
-                conn,
-                f=f,
-                tsquery=tsquery,
-                query_text=query_text,
-                corpus_size=n,
-                avg_doc_length=avgdl,
-                limit=limit,
-            )
+    query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
+    rows: list[LegRow] = []
+    if query_text:
+        frequencies = await search_repo.document_frequencies(
+            conn, tenant_ids=f.tenant_ids, query_text=query_text
+        )
+        chosen = candidate_lexemes(frequencies, state.settings.keyword_candidate_budget)
+        if chosen:
+            candidates = lexeme_tsquery(chosen)
+            if state.keyword_ranker == "bm25":
+                rows = await search_repo.search_by_bm25(
+                    conn, f=f, candidate_tsquery=candidates, bm25_text=query_text, limit=limit
+                )
+            else:
+                n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
+                present = [(lexeme, count) for lexeme, count in frequencies if count > 0]
+                rows = await search_repo.search_by_fulltext(
+                    conn,
+                    f=f,
+                    candidate_tsquery=candidates,
+                    lexemes=[lexeme for lexeme, _ in present],
+                    frequencies=[count for _, count in present],
+                    corpus_size=n,
+                    avg_doc_length=avgdl,
+                    limit=limit,
+                )
         if rows:
             mapped = [LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in rows]
             return mapped, state.keyword_ranker
@@ -238,6 +207,7 @@ async def rank_candidates(
     limit: int,
     min_similarity: float | None,
     timings: Timings,
+    force_exact: bool = False,
 ) -> tuple[list[RankedHit], dict[str, str]]:
     """Run the planned legs inside the open tenant transaction and fuse them."""
     legs: dict[str, list[LegRow]] = {}
@@ -248,7 +218,10 @@ async def rank_candidates(
         timings.add("keyword", started)
     if plan.semantic and vector is not None:
         started = time.perf_counter()
-        exact = await _embedded_rows(state, conn, f.tenant_ids) <= state.settings.exact_scan_max_rows
+        exact = (
+            force_exact
+            or await _embedded_rows(state, conn, f.tenant_ids) <= state.settings.exact_scan_max_rows
+        )
         legs["semantic"] = await search_repo.search_by_vector(
             conn, f=f, query_vector=vector, limit=limit, exact=exact, min_similarity=min_similarity
         )
@@ -345,6 +318,7 @@ async def search(
                 limit=body.limit,
                 min_similarity=body.min_similarity,
                 timings=timings,
+                force_exact=body.exact,
             )
         candidates = [
             Candidate(
