@@ -205,6 +205,107 @@ def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if stats.failed else 0
 
 
+def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    from app.evaluation.beir import load_beir
+    from app.evaluation.runner import EvalReport, evaluate, ingest
+
+    dataset = load_beir(Path(args.dataset))
+    if args.limit_queries:
+        keep = sorted(dataset.queries)[: args.limit_queries]
+        dataset = type(dataset)(dataset.corpus, {q: dataset.queries[q] for q in keep}, dataset.qrels)
+    if args.keyword_ranker:
+        settings = settings.model_copy(update={"keyword_ranker": args.keyword_ranker})
+
+    async def run(client: httpx.AsyncClient) -> EvalReport:
+        seconds = await ingest(client, dataset)
+        results, ranker = await evaluate(client, dataset, args.modes)
+        report = EvalReport(len(dataset.corpus), len(dataset.queries), seconds, ranker)
+        report.results = results
+        return report
+
+    async def in_process() -> EvalReport:
+        from app.main import create_app
+
+        # A throwaway tenant in the configured database, written through the normal API path.
+        dsn = await _prepare(settings)
+        conn = await connect(dsn)
+        try:
+            tenant = await tenant_repo.create_tenant(conn, name=f"eval-{os.urandom(4).hex()}")
+            key = await create_key(conn, tenant=tenant.name, role="writer", operator=False)
+            app = create_app(settings)
+            try:
+                async with app.router.lifespan_context(app):
+                    transport = httpx.ASGITransport(app=app)
+                    headers = {"Authorization": f"Bearer {key}"}
+                    async with httpx.AsyncClient(
+                        transport=transport, base_url="http://recalld", headers=headers, timeout=600
+                    ) as client:
+                        return await run(client)
+            finally:
+                await conn.execute("DELETE FROM tenant WHERE id = $1::uuid", tenant.id)
+        finally:
+            await conn.close()
+
+    async def remote() -> EvalReport:
+        headers = {"Authorization": f"Bearer {_api_key(args, settings)}"}
+        async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
+            return await run(client)
+
+    report = asyncio.run(remote() if args.url else in_process())
+    print(report.markdown())
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from app.evaluation import bench
+
+    key = _api_key(args, settings)
+    if args.size and not args.skip_load:
+        stats = bench.load_corpus(args.url, key, bench.generate_memories(args.size, seed=1))
+        print(f"loaded {stats.items} memories in {stats.seconds:.1f}s ({stats.per_second:.0f}/s)", flush=True)
+    if args.noise_tenants and not args.skip_load:
+
+        async def noise_keys(conn: asyncpg.Connection) -> list[str]:
+            keys = []
+            for n in range(args.noise_tenants):
+                tenant = await tenant_repo.create_tenant(conn, name=f"bench-noise-{os.urandom(3).hex()}-{n}")
+                keys.append(await create_key(conn, tenant=tenant.name, role="writer", operator=False))
+            return keys
+
+        keys: list[str] = asyncio.run(_with_connection(settings, noise_keys))
+        per_tenant = args.noise_size // max(args.noise_tenants, 1)
+        for n, noise_key in enumerate(keys):
+            bench.load_corpus(
+                args.url, noise_key, bench.generate_memories(per_tenant, seed=100 + n), progress=False
+            )
+            print(f"noise tenant {n + 1}/{len(keys)} loaded ({per_tenant} memories)", flush=True)
+    queries = bench.generate_queries(500)
+    results = []
+    for concurrency in args.concurrency:
+        for mode in args.modes:
+            endpoint = "recall" if mode == "recall" else "search"
+            results.append(
+                bench.run_load(
+                    args.url,
+                    key,
+                    scenario=args.scenario,
+                    endpoint=endpoint,
+                    mode=mode,
+                    queries=queries,
+                    concurrency=concurrency,
+                    duration_s=args.duration,
+                )
+            )
+            print(bench.format_results(results[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(bench.format_results(results))
+    overlap = bench.recall_against_exact(args.url, key, queries[:100])
+    print(f"\nsemantic recall@10 against exact search (100 queries): {overlap:.3f}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -256,6 +357,36 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--repository", default=None, help="repository name for --code (default: folder name)")
     index.add_argument("--watch", action="store_true", help="keep running and re-upload changed files")
     index.set_defaults(handler=_cmd_index)
+
+    evaluation = sub.add_parser(
+        "eval", help="retrieval quality on a BEIR-format dataset (nDCG@10, recall, MRR)"
+    )
+    evaluation.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
+    evaluation.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid"])
+    evaluation.add_argument("--keyword-ranker", choices=["auto", "bm25", "fulltext"], default=None)
+    evaluation.add_argument("--limit-queries", type=int, default=0, help="only the first N queries")
+    evaluation.add_argument(
+        "--url",
+        default=None,
+        help="evaluate a running server instead (needs --key; its tenant keeps the data)",
+    )
+    evaluation.add_argument("--key", default=None, help="writer key for --url")
+    evaluation.set_defaults(handler=_cmd_eval)
+
+    bench_cmd = sub.add_parser("bench", help="latency and throughput against a running server")
+    bench_cmd.add_argument("--url", default="http://127.0.0.1:8080")
+    bench_cmd.add_argument("--key", default=None, help="writer key of the measured tenant")
+    bench_cmd.add_argument(
+        "--size", type=int, default=10_000, help="memories to load into the measured tenant"
+    )
+    bench_cmd.add_argument("--noise-tenants", type=int, default=0, help="other tenants to create and fill")
+    bench_cmd.add_argument("--noise-size", type=int, default=0, help="memories spread over the other tenants")
+    bench_cmd.add_argument("--skip-load", action="store_true", help="reuse what earlier runs loaded")
+    bench_cmd.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid", "recall"])
+    bench_cmd.add_argument("--concurrency", nargs="+", type=int, default=[1])
+    bench_cmd.add_argument("--duration", type=float, default=15.0, help="seconds per mode and concurrency")
+    bench_cmd.add_argument("--scenario", default="S1", help="label in the output table")
+    bench_cmd.set_defaults(handler=_cmd_bench)
     return parser
 
 

@@ -244,6 +244,10 @@ class SearchIn(StrictModel):
         description="Code: exact symbol search; the definition ranks first, a type brings its methods and extensions.",
     )
     depth: int = Field(0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3).")
+    exact: bool = Field(
+        False,
+        description="Force an exact vector scan instead of HNSW (slower; for measuring approximate recall).",
+    )
 
 
 class ScoreBreakdown(BaseModel):
