@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.routing import APIRoute
 
 from app.api import code, documents, health, mcp, memories, scopes, search
+from app.api.openapi import install_openapi
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
@@ -104,4 +105,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(documents.router)
     app.include_router(code.router)
     app.include_router(mcp.router)
+    install_openapi(app)
     return app

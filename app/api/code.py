@@ -14,7 +14,21 @@ from app.services import code as service
 router = APIRouter(prefix="/v1/code", tags=["code"])
 
 RepositoryName = Annotated[
-    str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@/:-]*$")
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@/:-]*$",
+        description="Repository name; files, symbols and code search are grouped by it.",
+    ),
+]
+RepositoryQuery = Annotated[
+    str,
+    Query(
+        max_length=200,
+        description="Repository name as indexed.",
+        openapi_examples={"example": {"value": "ios-app"}},
+    ),
 ]
 
 
@@ -47,7 +61,7 @@ class CodeFilesIn(StrictModel):
         },
     )
     repository: RepositoryName
-    files: list[CodeFileIn] = Field(..., min_length=1, max_length=500)
+    files: list[CodeFileIn] = Field(..., min_length=1, max_length=500, description="1–500 files.")
 
 
 class ResearchIn(StrictModel):
@@ -68,12 +82,14 @@ class ResearchIn(StrictModel):
         description="'implementations of X', 'what calls X()', 'what does X call', 'related to X', "
         "'dependencies of module M'.",
     )
-    kind: Literal["implementations", "callers", "callees", "related", "dependencies"] | None = None
+    kind: Literal["implementations", "callers", "callees", "related", "dependencies"] | None = Field(
+        None, description="Structured question kind (with `symbol`), instead of `query` in words."
+    )
     symbol: str | None = Field(
         None, max_length=200, description="Symbol (or module directory for dependencies)."
     )
     depth: int = Field(2, ge=1, le=5, description="How far callers/callees are traced.")
-    repository: str | None = Field(None, max_length=200)
+    repository: str | None = Field(None, max_length=200, description="Only this repository.")
 
     @model_validator(mode="after")
     def _question_given(self) -> ResearchIn:
@@ -86,7 +102,26 @@ class ResearchIn(StrictModel):
     "/files",
     operation_id="code_index_files",
     summary="Index source files of a repository",
-    responses={422: {"description": "Bad path or body."}},
+    responses={
+        200: {
+            "description": "What was indexed.",
+            "content": {
+                "application/json": {
+                    "example": {
+                        "repository": "ios-app",
+                        "files": 1,
+                        "skipped": 0,
+                        "chunks": 2,
+                        "embedded": 2,
+                        "symbols": 2,
+                        "edges": 1,
+                        "unsupported": [],
+                    }
+                }
+            },
+        },
+        422: {"description": "Bad path or body."},
+    },
 )
 async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Parse at symbol boundaries (Swift, Python, TypeScript/JavaScript, Go), embed, store symbols and edges."""
@@ -109,10 +144,30 @@ async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal
     }
 
 
-@router.get("/files", operation_id="code_list_files", summary="List indexed files of a repository")
-async def list_files(
-    conn: ConnDep, principal: Reader, repository: Annotated[str, Query(max_length=200)]
-) -> dict[str, Any]:
+@router.get(
+    "/files",
+    operation_id="code_list_files",
+    summary="List indexed files of a repository",
+    responses={
+        200: {
+            "description": "Indexed paths with their content hashes.",
+            "content": {
+                "application/json": {
+                    "example": {
+                        "repository": "ios-app",
+                        "files": [
+                            {
+                                "path": "Sources/Auth/Auth.swift",
+                                "content_hash": "9f2c0e5d8a1b4c3e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e",
+                            }
+                        ],
+                    }
+                }
+            },
+        }
+    },
+)
+async def list_files(conn: ConnDep, principal: Reader, repository: RepositoryQuery) -> dict[str, Any]:
     """Every indexed path with its content hash."""
     files = await service.list_files(conn, principal, repository=repository)
     return {
@@ -131,8 +186,15 @@ async def list_files(
 async def delete_file(
     conn: ConnDep,
     principal: Writer,
-    repository: Annotated[str, Query(max_length=200)],
-    path: Annotated[str, Query(max_length=512)],
+    repository: RepositoryQuery,
+    path: Annotated[
+        str,
+        Query(
+            max_length=512,
+            description="Path as indexed.",
+            openapi_examples={"example": {"value": "Sources/Auth/Auth.swift"}},
+        ),
+    ],
 ) -> Response:
     """Forget a file's chunks, symbols and edges."""
     await service.delete_file(conn, principal, repository=repository, path=path)
@@ -143,7 +205,32 @@ async def delete_file(
     "/research",
     operation_id="code_research",
     summary="Structural questions about indexed code",
-    responses={422: {"description": "Question not understood."}},
+    responses={
+        200: {
+            "description": "The answer: each item with its path, lines and relation.",
+            "content": {
+                "application/json": {
+                    "example": {
+                        "kind": "implementations",
+                        "symbol": "AuthProtocol",
+                        "items": [
+                            {
+                                "symbol": "AuthService",
+                                "symbol_kind": "class",
+                                "parent_symbol": None,
+                                "path": "Sources/Auth/AuthService.swift",
+                                "start_line": 3,
+                                "end_line": 40,
+                                "relation": "conforms",
+                                "chunk_id": "0b7e6a52-4a8e-4f0e-9a59-2f0f3d1c8e11",
+                            }
+                        ],
+                    }
+                }
+            },
+        },
+        422: {"description": "Question not understood."},
+    },
 )
 async def code_research(body: ResearchIn, conn: ConnDep, principal: Reader) -> dict[str, Any]:
     """Implementations (incl. extension conformances), callers/callees with chains, related components, module dependencies."""

@@ -15,7 +15,29 @@ from app.migrate import current_revision, head_revision
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="Process is up", operation_id="healthz")
+_READY_EXAMPLE: dict[str, Any] = {
+    "status": "ready",
+    "checks": {
+        "database": "ok",
+        "migrations": {"current": "0003_code", "head": "0003_code"},
+        "embedder": {
+            "provider": "local",
+            "model": "all-MiniLM-L6-v2",
+            "dim": 384,
+            "runtime": "onnx",
+            "loaded": True,
+        },
+        "keyword_ranker": "bm25",
+    },
+}
+
+
+@router.get(
+    "/healthz",
+    summary="Process is up",
+    operation_id="healthz",
+    responses={200: {"content": {"application/json": {"example": {"status": "ok"}}}}},
+)
 async def healthz() -> dict[str, str]:
     """Answers as long as the process serves HTTP."""
     return {"status": "ok"}
@@ -25,7 +47,27 @@ async def healthz() -> dict[str, str]:
     "/readyz",
     summary="Ready to serve",
     operation_id="readyz",
-    responses={503: {"description": "Not ready; `checks` says which part failed."}},
+    responses={
+        200: {
+            "description": "Ready; `checks.keyword_ranker` says which keyword ranker is active.",
+            "content": {"application/json": {"example": _READY_EXAMPLE}},
+        },
+        503: {
+            "description": "Not ready; `checks` says which part failed.",
+            "content": {
+                "application/json": {
+                    "example": {
+                        **_READY_EXAMPLE,
+                        "status": "not_ready",
+                        "checks": {
+                            **_READY_EXAMPLE["checks"],
+                            "database": "unreachable: ConnectionRefusedError",
+                        },
+                    }
+                }
+            },
+        },
+    },
 )
 async def readyz(state: StateDep) -> JSONResponse:
     """Database reachable, schema at head, embedder loaded, and which keyword ranker is active."""
@@ -57,7 +99,25 @@ async def readyz(state: StateDep) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics", operation_id="metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    operation_id="metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text format.",
+            "content": {
+                "text/plain": {
+                    "example": 'recalld_request_seconds_count{method="POST",route="/v1/search",status="200"} 42.0\n'
+                    'recalld_search_leg_seconds_sum{leg="semantic"} 0.31\n'
+                    'recalld_embedding_seconds_count{kind="query"} 42.0\n'
+                    'recalld_pool_connections{state="in_use"} 1.0\n'
+                }
+            },
+        }
+    },
+)
 async def metrics(state: StateDep) -> Response:
     """Request latency per route, search leg timings, embedding time, pool usage."""
     observe_pool(state.pool)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 
 from app.api.deps import ConnDep, Reader, StateDep, Writer
 from app.api.schemas import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
@@ -13,14 +13,29 @@ from app.services import memories as service
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
+MemoryId = Annotated[
+    UUID,
+    Path(
+        description="Id of the memory (from a write or a search).",
+        openapi_examples={"example": {"value": "5a4744e1-b384-42ad-b3e8-ea224528b272"}},
+    ),
+]
+
+_BY_ID: dict[int | str, dict[str, Any]] = {
+    401: {"description": "Missing, unknown or revoked API key."},
+    404: {"description": "No such memory in this tenant (other tenants' ids look the same)."},
+    422: {"description": "The id is not a UUID."},
+}
+_WRITE_BY_ID: dict[int | str, dict[str, Any]] = {
+    **_BY_ID,
+    403: {"description": "Needs the writer role."},
+    422: {"description": "The id is not a UUID; confirm: the memory is not a fact or rule."},
+}
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, unknown or revoked API key."},
-    403: {"description": "The key's role may not do this."},
+    403: {"description": "Needs the writer role."},
+    413: {"description": "Content over 64 KiB, or a batch of more than 1,000 items."},
     422: {"description": "Invalid field; `error.details` lists each problem."},
-}
-_NOT_FOUND: dict[int | str, dict[str, Any]] = {
-    **_ERRORS,
-    404: {"description": "No such memory in this tenant (other tenants' ids look the same)."},
 }
 
 
@@ -81,9 +96,9 @@ async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: 
     response_model=MemoryOut,
     operation_id="memory_get",
     summary="Get one memory",
-    responses=_NOT_FOUND,
+    responses=_BY_ID,
 )
-async def get_memory(memory_id: UUID, conn: ConnDep, principal: Reader) -> dict[str, Any]:
+async def get_memory(memory_id: MemoryId, conn: ConnDep, principal: Reader) -> dict[str, Any]:
     """One memory by id; counts as a retrieval (reference_count + 1)."""
     return await service.get_memory(conn, principal, memory_id)
 
@@ -93,9 +108,9 @@ async def get_memory(memory_id: UUID, conn: ConnDep, principal: Reader) -> dict[
     response_model=MemoryOut,
     operation_id="memory_confirm",
     summary="Confirm a fact or rule",
-    responses=_NOT_FOUND,
+    responses=_WRITE_BY_ID,
 )
-async def confirm_memory(memory_id: UUID, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def confirm_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Reset last_confirmed_at to now, restoring full confidence."""
     return await service.confirm(conn, principal, memory_id)
 
@@ -105,9 +120,9 @@ async def confirm_memory(memory_id: UUID, conn: ConnDep, principal: Writer) -> d
     status_code=204,
     operation_id="memory_forget",
     summary="Forget a memory",
-    responses=_NOT_FOUND,
+    responses=_WRITE_BY_ID,
 )
-async def forget_memory(memory_id: UUID, conn: ConnDep, principal: Writer) -> Response:
+async def forget_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) -> Response:
     """Delete a memory for good."""
     await service.forget(conn, principal, memory_id)
     return Response(status_code=204)

@@ -35,7 +35,7 @@ ScopeName = Annotated[
         description="Scope (usually a butler/agent name); `global` is visible from every scope.",
     ),
 ]
-Tag = Annotated[str, Field(min_length=1, max_length=64)]
+Tag = Annotated[str, Field(min_length=1, max_length=64, description="A label (1–64 characters).")]
 
 
 class StrictModel(BaseModel):
@@ -114,7 +114,9 @@ class EpisodeIn(MemoryCommon):
         },
     )
     butler: ScopeName = Field(..., description="The agent that lived it; scope filters match on it.")
-    session_id: str | None = Field(None, max_length=200)
+    session_id: str | None = Field(
+        None, max_length=200, description="The conversation or run the episode belongs to."
+    )
     expires_at: datetime | None = Field(
         None, description="Defaults to now + 7 days; expired episodes vanish."
     )
@@ -123,19 +125,19 @@ class EpisodeIn(MemoryCommon):
 class BatchFact(FactIn):
     """A fact in a batch."""
 
-    type: Literal["fact"]
+    type: Literal["fact"] = Field(..., description="Kind of this item: `fact`.")
 
 
 class BatchRule(RuleIn):
     """A rule in a batch."""
 
-    type: Literal["rule"]
+    type: Literal["rule"] = Field(..., description="Kind of this item: `rule`.")
 
 
 class BatchEpisode(EpisodeIn):
     """An episode in a batch."""
 
-    type: Literal["episode"]
+    type: Literal["episode"] = Field(..., description="Kind of this item: `episode`.")
 
 
 BatchItem = Annotated[BatchFact | BatchRule | BatchEpisode, Field(discriminator="type")]
@@ -157,46 +159,85 @@ class BatchIn(StrictModel):
             ]
         },
     )
-    items: list[BatchItem] = Field(..., min_length=1, max_length=1000)
+    items: list[BatchItem] = Field(
+        ...,
+        min_length=1,
+        max_length=1000,
+        description="1–1,000 memories, each with `type` (fact, rule or episode) and the fields of that kind.",
+    )
+
+
+_FACT_EXAMPLE: dict[str, Any] = {
+    "id": "5a4744e1-b384-42ad-b3e8-ea224528b272",
+    "type": "fact",
+    "content": "User experiences nausea after dairy",
+    "importance": 8.0,
+    "scope": "health",
+    "tags": ["diet"],
+    "metadata": {},
+    "created_at": "2026-11-20T09:30:00Z",
+    "reference_count": 0,
+    "last_referenced_at": None,
+    "subject": "user",
+    "predicate": None,
+    "confidence": 1.0,
+    "decay_rate": 0.008,
+    "last_confirmed_at": "2026-11-20T09:30:00Z",
+    "validity": "active",
+    "supersedes": None,
+    "effective_confidence": 1.0,
+}
 
 
 class MemoryOut(BaseModel):
-    """A stored memory. Kind-specific fields are present for that kind only."""
+    """A stored memory. Kind-specific fields are present for that kind only.
 
-    model_config = ConfigDict(extra="allow")
-    id: UUID
-    type: MemoryType
-    content: str
-    importance: float
-    scope: str
-    tags: list[str]
-    metadata: dict[str, Any]
-    created_at: datetime
-    reference_count: int
-    last_referenced_at: datetime | None
+    Facts and rules add `confidence`, `decay_rate`, `last_confirmed_at`, `validity`, `supersedes`,
+    `effective_confidence` (facts also `subject`, `predicate`); episodes add `butler`, `session_id`,
+    `expires_at`; document chunks add `path`, `start_line`, `end_line`.
+    """
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_FACT_EXAMPLE]})
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
+    content: str = Field(..., description="The memory text.")
+    importance: float = Field(..., description="How much this matters, 0–10.")
+    scope: str = Field(..., description="Scope it was stored in (`global` unless set).")
+    tags: list[str] = Field(..., description="Labels given when it was stored.")
+    metadata: dict[str, Any] = Field(..., description="The JSON object given when it was stored.")
+    created_at: datetime = Field(..., description="When it was stored (or the `created_at` given).")
+    reference_count: int = Field(
+        ..., description="How often search, recall or get returned it (this response included)."
+    )
+    last_referenced_at: datetime | None = Field(
+        ..., description="When it was last returned by search, recall or get; null if never."
+    )
 
 
 class BatchOut(BaseModel):
     """The stored memories, in request order."""
 
-    items: list[MemoryOut]
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_FACT_EXAMPLE]}]})
+    items: list[MemoryOut] = Field(..., description="One stored memory per request item, same order.")
 
 
 class SearchFilters(StrictModel):
     """Extra conditions every result must meet."""
 
     tags: list[Tag] | None = Field(None, description="Results carry all of these tags.")
-    created_after: datetime | None = None
-    created_before: datetime | None = None
+    created_after: datetime | None = Field(None, description="Only memories created at or after this time.")
+    created_before: datetime | None = Field(None, description="Only memories created before this time.")
     metadata: dict[str, Any] | None = Field(None, description="Equality on top-level metadata keys.")
 
 
 class FusionWeights(StrictModel):
     """Per-request fusion weights; unset values come from scope settings, then defaults."""
 
-    semantic: float | None = Field(None, ge=0, le=100)
-    keyword: float | None = Field(None, ge=0, le=100)
-    k: int | None = Field(None, ge=1, le=1000, description="RRF k.")
+    semantic: float | None = Field(
+        None, ge=0, le=100, description="Weight of the semantic leg (default 1.0)."
+    )
+    keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg (default 1.0).")
+    k: int | None = Field(None, ge=1, le=1000, description="RRF k (default 60).")
 
 
 class SearchIn(StrictModel):
@@ -210,12 +251,24 @@ class SearchIn(StrictModel):
     query: str = Field(
         ..., max_length=MAX_QUERY_CHARS, description="Words, a question or code (≤ 4,000 chars)."
     )
-    mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    types: list[MemoryType] | None = Field(None, description="Kinds to search; default all.")
+    mode: Literal["hybrid", "semantic", "keyword"] = Field(
+        "hybrid",
+        description="hybrid runs both legs and fuses them; without an embedding provider every mode is keyword.",
+    )
+    fusion: Literal["rrf", "weighted"] = Field(
+        "rrf",
+        description="rrf: Σ weight / (k + rank), normalised to 0–1; weighted: 0.7 · similarity + 0.3 · keyword score.",
+    )
+    types: list[MemoryType] | None = Field(
+        None, description="Kinds to search; default fact, rule, episode and document (code only when asked)."
+    )
     scope: ScopeName | None = Field(None, description="global + this scope (episodes: butler = scope).")
     limit: int = Field(
-        10, ge=1, le=100, validation_alias=AliasChoices("limit", "max_results"), description="At most 100."
+        10,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("limit", "max_results"),
+        description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
     )
     min_score: float | None = Field(None, ge=0, le=1, description="Drop fused results below (default 0.1).")
     min_similarity: float | None = Field(
@@ -224,8 +277,10 @@ class SearchIn(StrictModel):
     min_confidence: float | None = Field(
         None, ge=0, le=1, description="Drop facts/rules whose effective confidence is below (default 0.2)."
     )
-    filters: SearchFilters | None = None
-    weights: FusionWeights | None = None
+    filters: SearchFilters | None = Field(None, description="Tags, creation-time range, metadata equality.")
+    weights: FusionWeights | None = Field(
+        None, description="Fusion weights and RRF k for this request (else scope settings, else defaults)."
+    )
     half_life_days: float | None = Field(None, gt=0, description="Temporal decay half-life for dated files.")
     tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to search.")
     all_tenants: bool = Field(False, description="Operator keys only: search every tenant.")
@@ -250,43 +305,76 @@ class SearchIn(StrictModel):
     )
 
 
-class ScoreBreakdown(BaseModel):
-    """How a result's score came about."""
-
-    model_config = ConfigDict(extra="allow")
+_SEARCH_HIT_EXAMPLE: dict[str, Any] = {
+    **_FACT_EXAMPLE,
+    "score": 0.962121,
+    "match_type": "hybrid",
+    "highlights": [[30, 35]],
+    "score_breakdown": {
+        "fusion": "rrf",
+        "decay": 1.0,
+        "fused": 0.962121,
+        "ranks": {"keyword": 2, "semantic": 1},
+        "raw_scores": {"keyword": 0.41, "semantic": 0.37},
+        "weights": {"keyword": 1.0, "semantic": 1.0},
+    },
+    "reference_count": 1,
+    "last_referenced_at": "2026-11-23T11:30:45Z",
+}
 
 
 class SearchResult(BaseModel):
-    """One search hit."""
+    """One search hit, with the stored memory's fields and why it ranked where it did."""
 
-    model_config = ConfigDict(extra="allow")
-    id: UUID
-    type: MemoryType
-    content: str
-    score: float
-    match_type: str
-    highlights: list[tuple[int, int]]
-    scope: str
-    created_at: datetime
-    score_breakdown: dict[str, Any]
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_SEARCH_HIT_EXAMPLE]})
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
+    content: str = Field(..., description="The memory (or chunk) text.")
+    score: float = Field(..., description="Final score, 0–1, after fusion and temporal decay.")
+    match_type: str = Field(
+        ..., description="bm25, fulltext, semantic, hybrid (both legs), multi-hop or symbol."
+    )
+    highlights: list[tuple[int, int]] = Field(
+        ..., description="[start, end) character spans of matched query terms in `content`."
+    )
+    scope: str = Field(..., description="Scope of the memory.")
+    created_at: datetime = Field(..., description="When it was stored.")
+    score_breakdown: dict[str, Any] = Field(
+        ...,
+        description="Rank and raw score of each leg, fusion weights, decay factor and fused score.",
+    )
 
 
 class SearchOut(BaseModel):
     """memory_search response."""
 
-    results: list[SearchResult]
-    mode: str
-    keyword_ranker: str
-    embedding_used: bool
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [_SEARCH_HIT_EXAMPLE],
+                    "mode": "hybrid",
+                    "keyword_ranker": "bm25",
+                    "embedding_used": True,
+                }
+            ]
+        }
+    )
+    results: list[SearchResult] = Field(..., description="Best first; ties by created_at DESC, then id.")
+    mode: str = Field(..., description="The mode that ran (keyword when there is no embedding provider).")
+    keyword_ranker: str = Field(..., description="Keyword ranker in use: bm25 or fulltext.")
+    embedding_used: bool = Field(..., description="Whether the query was embedded (semantic leg ran).")
 
 
 class RecallWeightsIn(StrictModel):
     """Composite score weights; unset ones come from scope settings, then 0.4/0.3/0.2/0.1."""
 
-    relevance: float | None = Field(None, ge=0, le=10)
-    importance: float | None = Field(None, ge=0, le=10)
-    recency: float | None = Field(None, ge=0, le=10)
-    confidence: float | None = Field(None, ge=0, le=10)
+    relevance: float | None = Field(None, ge=0, le=10, description="Weight of relevance (default 0.4).")
+    importance: float | None = Field(None, ge=0, le=10, description="Weight of importance/10 (default 0.3).")
+    recency: float | None = Field(None, ge=0, le=10, description="Weight of recency (default 0.2).")
+    confidence: float | None = Field(
+        None, ge=0, le=10, description="Weight of effective confidence (default 0.1)."
+    )
 
 
 class RecallIn(StrictModel):
@@ -298,31 +386,110 @@ class RecallIn(StrictModel):
         json_schema_extra={"examples": [{"topic": "user's diet", "scope": "health", "limit": 5}]},
     )
     topic: str = Field(..., max_length=MAX_QUERY_CHARS, description="What the agent is working on.")
-    scope: ScopeName | None = None
-    limit: int = Field(10, ge=1, le=100, validation_alias=AliasChoices("limit", "max_results"))
-    min_confidence: float | None = Field(None, ge=0, le=1)
-    score_weights: RecallWeightsIn | None = None
-    tenants: list[str] | None = Field(None, description="Operator keys only.")
-    all_tenants: bool = False
+    scope: ScopeName | None = Field(
+        None, description="Facts and rules of scope `global` or this one; default the whole tenant."
+    )
+    limit: int = Field(
+        10,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("limit", "max_results"),
+        description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
+    )
+    min_confidence: float | None = Field(
+        None, ge=0, le=1, description="Drop rows whose effective confidence is below (default 0.2)."
+    )
+    score_weights: RecallWeightsIn | None = Field(
+        None, description="Composite weights for this request (else scope settings, else 0.4/0.3/0.2/0.1)."
+    )
+    tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to recall from.")
+    all_tenants: bool = Field(False, description="Operator keys only: recall from every tenant.")
 
 
 class RecallResult(BaseModel):
     """A recalled fact or rule with each signal of its score."""
 
     model_config = ConfigDict(extra="allow")
-    id: UUID
-    type: MemoryType
-    content: str
-    score: float
-    relevance: float
-    importance: float
-    recency: float
-    effective_confidence: float
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact or rule.")
+    content: str = Field(..., description="The memory text.")
+    score: float = Field(
+        ...,
+        description="w_rel · relevance + w_imp · importance/10 + w_rec · recency + w_conf · effective_confidence.",
+    )
+    relevance: float = Field(..., description="Normalised hybrid search score, 0–1.")
+    importance: float = Field(..., description="Stored importance, 0–10.")
+    recency: float = Field(
+        ..., description="exp(−ln 2 / 7 · days since last referenced, or since creation if never)."
+    )
+    effective_confidence: float = Field(
+        ..., description="confidence · exp(−decay_rate · days since last_confirmed_at)."
+    )
 
 
 class RecallOut(BaseModel):
     """memory_recall response."""
 
-    results: list[RecallResult]
-    weights: dict[str, float]
-    embedding_used: bool
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            **_FACT_EXAMPLE,
+                            "score": 0.94,
+                            "relevance": 1.0,
+                            "recency": 1.0,
+                            "reference_count": 1,
+                            "last_referenced_at": "2026-11-23T11:30:45Z",
+                        }
+                    ],
+                    "weights": {"relevance": 0.4, "importance": 0.3, "recency": 0.2, "confidence": 0.1},
+                    "embedding_used": True,
+                }
+            ]
+        }
+    )
+    results: list[RecallResult] = Field(..., description="Best first by composite score.")
+    weights: dict[str, float] = Field(
+        ..., description="The weights used (request › scope settings › defaults)."
+    )
+    embedding_used: bool = Field(..., description="Whether the topic was embedded for relevance.")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(
+        ...,
+        description="Machine-readable: unauthorized, forbidden, not_found, validation_error, payload_too_large, …",
+    )
+    message: str = Field(..., description="For people: which field or rule, and why.")
+    details: Any = Field(
+        None, description="Per-field problems for validation errors (loc, msg, type), or null."
+    )
+
+
+class ErrorOut(BaseModel):
+    """Every error response has this shape."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": {
+                        "code": "validation_error",
+                        "message": "importance: Input should be less than or equal to 10",
+                        "details": [
+                            {
+                                "loc": ["body", "importance"],
+                                "msg": "Input should be less than or equal to 10",
+                                "type": "less_than_equal",
+                            }
+                        ],
+                    }
+                }
+            ]
+        }
+    )
+    error: ErrorDetail = Field(..., description="The error.")

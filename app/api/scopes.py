@@ -28,7 +28,7 @@ _TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": ScopeSettings.model_json_schema()},
+                "application/json": {"schema": {"$ref": "#/components/schemas/ScopeSettings"}},
                 "application/toml": {
                     "schema": {"type": "string"},
                     "example": '[butler]\nname = "health"\n\n[butler.memory.retrieval]\n'
@@ -40,7 +40,12 @@ _TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
     responses={403: {"description": "Needs the admin role."}, 422: {"description": "Invalid settings."}},
 )
 async def put_settings(
-    request: Request, conn: ConnDep, principal: Admin, scope: ScopeName = Path(...)
+    request: Request,
+    conn: ConnDep,
+    principal: Admin,
+    scope: ScopeName = Path(
+        ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
+    ),
 ) -> ScopeSettings:
     """Replace the settings of one scope: JSON, or a butler.toml text with Content-Type application/toml."""
     raw = await request.body()
@@ -66,7 +71,13 @@ async def put_settings(
     operation_id="scope_settings_get",
     summary="Get a scope's retrieval settings",
 )
-async def get_settings(conn: ConnDep, principal: Reader, scope: ScopeName = Path(...)) -> Any:
+async def get_settings(
+    conn: ConnDep,
+    principal: Reader,
+    scope: ScopeName = Path(
+        ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
+    ),
+) -> Any:
     """The stored settings of one scope (empty object when none)."""
     async with tenant_transaction(conn, [principal.tenant_id]):
         return await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope)

@@ -17,19 +17,19 @@ class ScoreWeights(BaseModel):
     """memory_recall composite weights."""
 
     model_config = ConfigDict(extra="forbid")
-    relevance: float = Field(0.4, ge=0, le=10)
-    importance: float = Field(0.3, ge=0, le=10)
-    recency: float = Field(0.2, ge=0, le=10)
-    confidence: float = Field(0.1, ge=0, le=10)
+    relevance: float = Field(0.4, ge=0, le=10, description="Weight of relevance (hybrid search score).")
+    importance: float = Field(0.3, ge=0, le=10, description="Weight of importance/10.")
+    recency: float = Field(0.2, ge=0, le=10, description="Weight of recency of last reference.")
+    confidence: float = Field(0.1, ge=0, le=10, description="Weight of effective confidence.")
 
 
 class FusionWeightSettings(BaseModel):
     """Search fusion weights and RRF k for a scope."""
 
     model_config = ConfigDict(extra="forbid")
-    semantic: float | None = Field(None, ge=0, le=100)
-    keyword: float | None = Field(None, ge=0, le=100)
-    k: int | None = Field(None, ge=1, le=1000)
+    semantic: float | None = Field(None, ge=0, le=100, description="Weight of the semantic leg.")
+    keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg.")
+    k: int | None = Field(None, ge=1, le=1000, description="RRF k.")
 
 
 class ScopeSettings(BaseModel):
@@ -48,11 +48,17 @@ class ScopeSettings(BaseModel):
             ]
         },
     )
-    score_weights: ScoreWeights | None = None
-    fusion: str | None = Field(None, pattern="^(rrf|weighted)$")
-    fusion_weights: FusionWeightSettings | None = None
-    half_life_days: float | None = Field(None, gt=0, le=36500)
-    recency_half_life_days: float | None = Field(None, gt=0, le=36500)
+    score_weights: ScoreWeights | None = Field(None, description="memory_recall composite weights.")
+    fusion: str | None = Field(
+        None, pattern="^(rrf|weighted)$", description="Default fusion: rrf or weighted."
+    )
+    fusion_weights: FusionWeightSettings | None = Field(None, description="Search fusion weights and RRF k.")
+    half_life_days: float | None = Field(
+        None, gt=0, le=36500, description="Half-life of dated memory files (YYYY-MM-DD.md), in days."
+    )
+    recency_half_life_days: float | None = Field(
+        None, gt=0, le=36500, description="Half-life of the recall recency signal, in days (default 7)."
+    )
 
 
 def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:

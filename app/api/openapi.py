@@ -1,0 +1,50 @@
+"""The OpenAPI document behind /docs, showing the error shape the handlers really send."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from app.api.schemas import ErrorOut
+
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
+# FastAPI documents its own 422 body ({"detail": [...]}); app.errors never sends that shape.
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Make app.openapi() document `{"error": {...}}` on every 4xx, and 401 on every keyed route."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            app.openapi_schema = with_error_shape(doc)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with ErrorOut as the body of every 4xx response."""
+    schemas: dict[str, Any] = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name in _FASTAPI_VALIDATION_SCHEMAS:
+        schemas.pop(name, None)
+    error_schema = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(error_schema.pop("$defs", {}))
+    schemas["ErrorOut"] = error_schema
+    for path, operations in doc["paths"].items():
+        keyed = path.startswith("/v1/") or path == "/mcp"
+        for operation in operations.values():
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            if keyed:
+                responses.setdefault("401", {"description": "Missing, unknown or revoked API key."})
+            if responses.get("422", {}).get("description") == "Validation Error":
+                responses["422"]["description"] = "Invalid request; `error.details` lists each problem."
+            for status, response in responses.items():
+                if status.startswith("4"):
+                    response["content"] = {"application/json": {"schema": _ERROR_REF}}
+    return doc
