@@ -16,7 +16,12 @@ REQUEST_LATENCY = Histogram(
 SEARCH_LEG_LATENCY = Histogram(
     "recalld_search_leg_seconds", "Time spent in each search leg", ["leg"], buckets=_BUCKETS
 )
-EMBEDDING_LATENCY = Histogram("recalld_embedding_seconds", "Time to embed texts", ["kind"], buckets=_BUCKETS)
+EMBEDDING_LATENCY = Histogram(
+    "recalld_embedding_seconds",
+    "Time to embed: kind=query (one search query) or document (one batch of written texts)",
+    ["kind"],
+    buckets=_BUCKETS,
+)
 POOL_SIZE = Gauge("recalld_pool_connections", "Connections in the pool", ["state"])
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import httpx
 
+from tests.conftest import TenantFactory
+
 SPEC_OPERATION_IDS = {
     "memory_search",
     "memory_recall",
@@ -65,3 +67,33 @@ async def test_docs_describe_every_field_and_show_examples_on_every_endpoint(
     assert missing == []
     assert operation_ids >= SPEC_OPERATION_IDS
     assert "HTTPValidationError" not in schemas
+
+
+async def test_metrics_report_routes_search_legs_embedding_and_pool(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    stored = await client.post(
+        "/v1/facts", json={"content": "The meter is read on the first Monday"}, headers=tenant.headers()
+    )
+    assert stored.status_code == 201
+    found = await client.post(
+        "/v1/search", json={"query": "when is the meter read"}, headers=tenant.headers("reader")
+    )
+    assert found.status_code == 200
+    metrics = await client.get("/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    lines = metrics.text.splitlines()
+
+    def has(prefix: str, *labels: str) -> bool:
+        return any(line.startswith(prefix) and all(label in line for label in labels) for line in lines)
+
+    assert has("recalld_request_seconds_bucket", 'route="/v1/search"', 'method="POST"', 'status="200"')
+    assert has("recalld_request_seconds_count", 'route="/v1/facts"', 'status="201"')
+    assert has("recalld_search_leg_seconds_count", 'leg="semantic"')
+    assert has("recalld_search_leg_seconds_count", 'leg="keyword"')
+    assert has("recalld_embedding_seconds_count", 'kind="query"')
+    assert has("recalld_embedding_seconds_count", 'kind="document"')
+    assert has("recalld_pool_connections", 'state="in_use"')
+    assert has("recalld_pool_connections", 'state="total"')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from app.metrics import EMBEDDING_LATENCY
 
 Vector = npt.NDArray[np.float32]
 EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
@@ -52,7 +55,9 @@ class Embedder:
         loop = asyncio.get_running_loop()
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])
+            started = time.perf_counter()
             matrix = await loop.run_in_executor(self._executor, self._encode, batch)
+            EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
             out.extend(np.asarray(row, dtype=np.float32) for row in matrix)
         self.document_texts_embedded += len(texts)
         return out
