@@ -51,10 +51,16 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     details = []
     for err in exc.errors():
+        msg = str(err.get("msg", ""))
+        if err.get("type") == "json_invalid":
+            # FastAPI puts the character offset where a field name would be; say it in words.
+            position = err.get("loc", ("body", "?"))[-1]
+            reason = err.get("ctx", {}).get("error", "malformed")
+            msg = f"request body is not valid JSON: {reason} at character {position}"
         details.append(
             {
                 "loc": [str(part) for part in err.get("loc", ())],
-                "msg": str(err.get("msg", "")),
+                "msg": msg,
                 "type": str(err.get("type", "")),
             }
         )
@@ -82,7 +88,7 @@ def install_error_handlers(app: FastAPI) -> None:
         details = _validation_details(exc)
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(p for p in first["loc"] if p != "body") or "request"
-        message = f"{where}: {first['msg']}"
+        message = str(first["msg"]) if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
         too_large = any(d["type"] in {"string_too_long", "too_long"} for d in details)
         status = 413 if too_large else 422
         code = "payload_too_large" if too_large else "validation_error"

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 
+from app.config import Settings
+from app.main import create_app
 from tests.conftest import TenantFactory
 
 SPEC_OPERATION_IDS = {
@@ -97,3 +100,57 @@ async def test_metrics_report_routes_search_legs_embedding_and_pool(
     assert has("recalld_embedding_seconds_count", 'kind="document"')
     assert has("recalld_pool_connections", 'state="in_use"')
     assert has("recalld_pool_connections", 'state="total"')
+
+
+async def test_oversized_input_is_rejected_with_a_clear_message(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    reader = tenant.headers("reader")
+    long_topic = await client.post("/v1/recall", json={"topic": "y" * 4001}, headers=reader)
+    assert long_topic.status_code == 413
+    assert long_topic.json()["error"]["code"] == "payload_too_large"
+    assert long_topic.json()["error"]["message"] == "topic: String should have at most 4000 characters"
+    for path, body in (
+        ("/v1/search", {"query": "x", "max_results": 101}),
+        ("/v1/recall", {"topic": "x", "limit": 101}),
+        ("/v1/recall", {"topic": "x", "max_results": 101}),
+    ):
+        response = await client.post(path, json=body, headers=reader)
+        assert response.status_code == 422, (path, body)
+        assert response.json()["error"]["message"].endswith("Input should be less than or equal to 100")
+    alias = await client.post("/v1/recall", json={"topic": "x", "max_results": 3}, headers=reader)
+    assert alias.status_code == 200
+
+
+async def test_malformed_json_gets_a_readable_422(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    response = await client.post(
+        "/v1/facts",
+        content=b'{"content": ',
+        headers={**tenant.headers(), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert error["message"] == "request body is not valid JSON: Expecting value at character 12"
+
+
+async def test_unexpected_errors_are_500_without_internals(settings: Settings) -> None:
+    app: FastAPI = create_app(settings)
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("secret table name memory_internal_7")
+
+    # No lifespan needed: the route touches nothing. The ASGI transport must not re-raise.
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://recalld.test") as http:
+        response = await http.get("/boom")
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"code": "internal_error", "message": "internal server error", "details": None}
+    }
+    assert "secret" not in response.text and "Traceback" not in response.text
