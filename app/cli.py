@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -85,6 +86,8 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(
         update={"host": args.host or settings.host, "port": args.port or settings.port}
     )
+    # The startup line says which keyword ranker and embedder are active (SPEC §1: logs and /readyz).
+    logging.getLogger("recalld").setLevel(settings.log_level.upper())
 
     async def prepare() -> str | None:
         return await _with_connection(settings, lambda conn: bootstrap(conn, settings))  # type: ignore[no-any-return]
@@ -146,13 +149,27 @@ def _cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
+    from app.api.schemas import SCOPE_PATTERN
+    from app.errors import ApiError
     from app.services.scopes import parse_butler_toml, store_scope_settings
 
-    text = Path(args.file).read_text()
-    name, scope_settings = parse_butler_toml(text)
+    try:
+        text = Path(args.file).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {args.file}: {exc}") from exc
+    try:
+        name, scope_settings = parse_butler_toml(text)
+    except ApiError as exc:
+        problems = "".join(
+            f"\n  {'.'.join(str(p) for p in d.get('loc', ()))}: {d.get('msg')}" for d in exc.details or ()
+        )
+        raise CliError(f"{args.file}: {exc.message}{problems}") from exc
     scope = args.scope or name
     if not scope:
         raise CliError("butler.toml has no [butler] name; pass --scope")
+    # The same rule as the API's {scope} path, so the imported scope can be addressed there.
+    if not re.fullmatch(SCOPE_PATTERN, scope) or len(scope) > 64:
+        raise CliError(f"invalid scope name {scope!r}: letters, digits, '_', '.', ':', '-' (max 64)")
 
     async def work(conn: asyncpg.Connection) -> None:
         tenant = await tenant_repo.get_tenant_by_name(conn, name=args.tenant)
@@ -183,6 +200,9 @@ def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     if not root.is_dir():
         raise CliError(f"{root} is not a directory")
     headers = {"Authorization": f"Bearer {_api_key(args, settings)}"}
+    # Markdown files this command uploaded or saw unchanged: while watching, one of them
+    # disappearing from disk is forgotten on the server too (and nothing else is).
+    seen: set[str] = set()
     with httpx.Client(base_url=args.url, headers=headers, timeout=300.0) as client:
 
         def run() -> Any:
@@ -190,7 +210,10 @@ def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
                 from app.ingest.code_indexer import index_code
 
                 return index_code(client, root, repository=args.repository or root.resolve().name)
-            return index_markdown(client, root, scope=args.scope)
+            result = index_markdown(client, root, scope=args.scope, progress=not seen, forget=seen)
+            seen.clear()
+            seen.update(result.present)
+            return result
 
         try:
             stats = run()

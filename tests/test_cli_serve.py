@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -160,3 +160,114 @@ def test_serve_bootstraps_keys_and_survives_sigkill(data_dir: Path) -> None:
         if server.poll() is None:
             server.kill()
             server.wait(10)
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+BUTLER_TOML = """[butler]
+name = "health"
+
+[butler.memory.retrieval]
+score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }
+"""
+
+
+def test_cli_tenants_scopes_import_and_index_watch(data_dir: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = _serve(data_dir, port)
+    watcher: subprocess.Popen[str] | None = None
+    try:
+        _wait_ready(port, server)
+        created = _recalld(data_dir, "tenants", "create", "acme")
+        assert created.returncode == 0, created.stderr
+        assert re.fullmatch(r"[0-9a-f-]{36}\n", created.stdout)
+        again = _recalld(data_dir, "tenants", "create", "acme")
+        assert again.returncode == 1
+        assert again.stderr == "recalld: tenant 'acme' already exists\n"
+        key = _recalld(data_dir, "keys", "create", "--tenant", "acme", "--role", "admin").stdout.strip()
+        headers = {"Authorization": f"Bearer {key}"}
+
+        butler = tmp_path / "butler.toml"
+        butler.write_text(BUTLER_TOML)
+        imported = _recalld(data_dir, "scopes", "import", str(butler), "--tenant", "acme")
+        assert imported.returncode == 0, imported.stderr
+        assert imported.stdout == ""
+        settings = httpx.get(f"{url}/v1/scopes/health/settings", headers=headers).json()
+        assert settings == {
+            "score_weights": {"relevance": 0.6, "importance": 0.1, "recency": 0.2, "confidence": 0.1}
+        }
+        recall = httpx.post(f"{url}/v1/recall", json={"topic": "x", "scope": "health"}, headers=headers)
+        assert recall.json()["weights"]["relevance"] == 0.6
+        default_tenant = httpx.get(
+            f"{url}/v1/scopes/health/settings",
+            headers={"Authorization": f"Bearer {(data_dir / 'admin.key').read_text().strip()}"},
+        )
+        assert default_tenant.json() == {}
+
+        broken = tmp_path / "broken.toml"
+        broken.write_text("[butler\n")
+        bad_weights = tmp_path / "bad.toml"
+        bad_weights.write_text(BUTLER_TOML.replace("relevance = 0.6", "relevance = -1"))
+        bad_name = tmp_path / "bad-name.toml"
+        bad_name.write_text(BUTLER_TOML.replace('"health"', '"no spaces allowed"'))
+        for path, message in (
+            (tmp_path / "missing.toml", "cannot read"),
+            (broken, "invalid TOML"),
+            (bad_weights, "score_weights.relevance: Input should be greater than or equal to 0"),
+            (bad_name, "invalid scope name 'no spaces allowed'"),
+        ):
+            failed = _recalld(data_dir, "scopes", "import", str(path), "--tenant", "acme")
+            assert failed.returncode == 1, path
+            assert message in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+
+        # index --watch: edits are uploaded, and a file deleted on disk is forgotten on the server.
+        folder = tmp_path / "memory-folder"
+        shutil.copytree(ROOT / "examples" / "memory", folder)
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "index", str(folder), "--url", url, "--key", key, "--watch"],
+            cwd=ROOT,
+            env=_env(data_dir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith("uploaded 4, unchanged 0, failed 0, removed 0")
+
+        def stored() -> dict[str, str]:
+            listing = httpx.get(f"{url}/v1/documents:list", headers=headers).json()["documents"]
+            return {d["path"]: d["content_hash"] for d in listing}
+
+        first = stored()
+        (folder / "memory" / "2026-11-18.md").unlink()
+        with (folder / "MEMORY.md").open("a") as handle:
+            handle.write("- The user's bike is a green Brompton.\n")
+        _wait_for(
+            lambda: (
+                set(stored()) == {"MEMORY.md", "memory/2026-11-20.md", "memory/2026-11-21.md"}
+                and stored()["MEMORY.md"] != first["MEMORY.md"]
+            ),
+            "the watcher to sync a deletion and an edit",
+        )
+        found = httpx.post(f"{url}/v1/search", json={"query": "Brompton", "mode": "keyword"}, headers=headers)
+        assert [(r["path"], r["end_line"]) for r in found.json()["results"]] == [("MEMORY.md", 17)]
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(30) == 130
+
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(30) == 0
+        log = server.stdout.read() if server.stdout else ""
+        assert "keyword ranker bm25" in log
+    finally:
+        for process in (watcher, server):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(10)

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 4000
+SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 MemoryType = Literal["fact", "rule", "episode", "document", "code"]
 
 
@@ -31,7 +32,7 @@ ScopeName = Annotated[
     Field(
         min_length=1,
         max_length=64,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$",
+        pattern=SCOPE_PATTERN,
         description="Scope (usually a butler/agent name); `global` is visible from every scope.",
     ),
 ]

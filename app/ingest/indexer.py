@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +38,7 @@ class IndexStats:
     removed: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    present: set[str] = field(default_factory=set)
 
     def summary(self) -> str:
         """One line for people and scripts."""
@@ -115,9 +116,18 @@ def sha256_text(text: str) -> str:
 
 
 def index_markdown(
-    client: httpx.Client, root: Path, *, scope: str = "global", progress: bool = True
+    client: httpx.Client,
+    root: Path,
+    *,
+    scope: str = "global",
+    progress: bool = True,
+    forget: Collection[str] = (),
 ) -> IndexStats:
-    """Upload every markdown/text file under root that differs from the stored copy."""
+    """Upload every markdown/text file under root that differs from the stored copy.
+
+    Paths in `forget` that are no longer under root are deleted on the server; other stored
+    documents are left alone, since agents also write documents through the API.
+    """
     started = time.perf_counter()
     stats = IndexStats()
     listing = client.get("/v1/documents:list")
@@ -127,6 +137,7 @@ def index_markdown(
     bar = Progress(len(files)) if progress else None
     for path in files:
         rel = path.relative_to(root).as_posix()
+        stats.present.add(rel)
         content = path.read_text(errors="replace")
         if stored.get(rel) == sha256_text(content):
             stats.unchanged += 1
@@ -134,6 +145,13 @@ def index_markdown(
             _upload_document(client, rel, content, scope, stats)
         if bar:
             bar.step(rel)
+    for gone in sorted(set(forget) - stats.present):
+        response = client.delete("/v1/documents", params={"path": gone})
+        if response.status_code == 204:
+            stats.removed += 1
+        elif response.status_code != 404:
+            stats.failed += 1
+            stats.errors.append(f"{gone}: {response.status_code} {_message(response)}")
     stats.seconds = time.perf_counter() - started
     return stats
 
