@@ -114,8 +114,25 @@ def test_serve_bootstraps_keys_and_survives_sigkill(data_dir: Path) -> None:
         assert indexed.stdout.startswith("uploaded 4, unchanged 0, failed 0")
         again = _recalld(data_dir, "index", "examples/memory", "--url", url, "--key", writer_key)
         assert again.stdout.startswith("uploaded 0, unchanged 4, failed 0")
-        found = httpx.post(f"{url}/v1/search", json={"query": "Sintra"}, headers=headers)
-        assert found.json()["results"][0]["path"] == "memory/2026-11-21.md"
+        # The README's second example, as written there.
+        found = httpx.post(
+            f"{url}/v1/search",
+            json={"query": "Sintra", "mode": "keyword", "types": ["document"]},
+            headers=headers,
+        )
+        hits = found.json()["results"]
+        assert [(h["path"], h["start_line"], h["end_line"]) for h in hits] == [("memory/2026-11-21.md", 1, 5)]
+        start, end = hits[0]["highlights"][0]
+        assert hits[0]["content"][start:end] == "Sintra"
+        line = httpx.get(
+            f"{url}/v1/documents",
+            params={"path": "memory/2026-11-21.md", "from": 5, "lines": 1},
+            headers=headers,
+        )
+        assert (
+            line.json()["content"]
+            == "- Started planning Ana's visit: train tickets to Sintra for 6 December."
+        )
 
         stored = httpx.post(
             f"http://127.0.0.1:{port}/v1/facts",

@@ -53,3 +53,29 @@ def test_files_the_dockerfile_copies_exist_and_script_is_declared() -> None:
                 assert (ROOT / source).exists(), source
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["recalld"] == "app.cli:main"
+
+
+def test_docker_build_context_leaves_out_the_venv_and_local_data() -> None:
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".venv", ".git", ".data"} <= ignored
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = {
+        source
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ")
+        for source in line.split()[1:-1]
+    }
+    assert not copied & ignored
+
+
+def test_compose_api_listens_on_all_interfaces_and_data_persists() -> None:
+    api = _compose()["services"]["api"]
+    command = api["command"]
+    assert command[0] == "serve" and command[command.index("--host") + 1] == "0.0.0.0"
+    assert "8080:8080" in api["ports"]
+    assert "recalld-data:/data" in api["volumes"]
+    assert _compose()["services"]["migrate"]["command"] == ["migrate"]
