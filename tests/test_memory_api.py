@@ -336,7 +336,7 @@ async def test_expired_episodes_and_superseded_facts_stay_hidden(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:
     tenant = await make_tenant()
-    await _store(
+    expired = await _store(
         client,
         tenant,
         "episodes",
@@ -345,6 +345,10 @@ async def test_expired_episodes_and_superseded_facts_stay_hidden(
         expires_at=(datetime.now(UTC) - timedelta(minutes=1)).isoformat(),
     )
     assert (await _search(client, tenant, query="parked car level", min_score=0))["results"] == []
+    by_id = await client.get(f"/v1/memories/{expired['id']}", headers=tenant.headers("reader"))
+    missing = await client.get(f"/v1/memories/{uuid.uuid4()}", headers=tenant.headers("reader"))
+    assert by_id.status_code == 404
+    assert by_id.json() == missing.json()
     old = await _store(client, tenant, "facts", content="User's phone number ends in 11")
     new = await _store(
         client, tenant, "facts", content="User's phone number ends in 42", supersedes=old["id"]

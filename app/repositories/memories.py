@@ -162,12 +162,16 @@ async def mark_superseded(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequ
 async def bump_references(
     conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, asyncpg.Record]:
-    """Count a retrieval of these memories (one UPDATE) and return them as they are after it."""
+    """Count a retrieval of these memories (one UPDATE) and return them as they are after it.
+
+    Expired episodes are left out: they are never returned (R-M3), not even by id.
+    """
     if not ids:
         return {}
     rows = await conn.fetch(
         "UPDATE memory SET reference_count = reference_count + 1, last_referenced_at = now() "
-        f"WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[]) RETURNING tenant_id, {MEMORY_COLUMNS}",
+        "WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[]) "
+        f"AND (expires_at IS NULL OR expires_at > now()) RETURNING tenant_id, {MEMORY_COLUMNS}",
         [uuid.UUID(t) for t in tenant_ids],
         list(ids),
     )
