@@ -146,3 +146,55 @@ async def test_row_level_security_alone_hides_other_tenants(
                 )
     async with tenant_transaction(admin_conn, []):
         assert await admin_conn.fetchval("SELECT count(*) FROM memory") == 0
+
+
+async def test_settings_batches_listings_and_idempotency_keys_stay_in_their_tenant(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    a = await make_tenant("a")
+    b = await make_tenant("b")
+    weights = {"relevance": 0.9, "importance": 0.0, "recency": 0.0, "confidence": 0.1}
+    put = await client.put(
+        "/v1/scopes/health/settings", json={"score_weights": weights}, headers=a.headers("admin")
+    )
+    assert put.status_code == 200
+    assert (await client.get("/v1/scopes/health/settings", headers=b.headers("reader"))).json() == {}
+    recall_b = await client.post(
+        "/v1/recall", json={"topic": "x", "scope": "health"}, headers=b.headers("reader")
+    )
+    assert recall_b.json()["weights"] == {
+        "relevance": 0.4,
+        "importance": 0.3,
+        "recency": 0.2,
+        "confidence": 0.1,
+    }
+
+    batch = await client.post(
+        "/v1/memories:batch",
+        json={
+            "items": [{"type": "fact", "content": "A's batch fact about the quokka", "idempotency_key": "k1"}]
+        },
+        headers=a.headers(),
+    )
+    a_fact = batch.json()["items"][0]
+    # The same idempotency key in another tenant is a new write, not A's memory.
+    b_write = await client.post(
+        "/v1/facts", json={"content": "B's own fact", "idempotency_key": "k1"}, headers=b.headers()
+    )
+    assert b_write.status_code == 201
+    assert b_write.json()["id"] != a_fact["id"] and b_write.json()["content"] == "B's own fact"
+    assert (await client.get(f"/v1/memories/{a_fact['id']}", headers=b.headers())).status_code == 404
+    quokka = await client.post("/v1/search", json={"query": "quokka", "min_score": 0}, headers=b.headers())
+    assert [r["content"] for r in quokka.json()["results"]] == ["B's own fact"]
+
+    await client.put("/v1/documents", json={"path": "MEMORY.md", "content": "A's notes"}, headers=a.headers())
+    assert (await client.get("/v1/documents:list", headers=b.headers())).json() == {"documents": []}
+    assert [
+        d["path"] for d in (await client.get("/v1/documents:list", headers=a.headers())).json()["documents"]
+    ] == ["MEMORY.md"]
+
+    denied = await client.post(
+        "/v1/recall", json={"topic": "quokka", "all_tenants": True}, headers=b.headers("admin")
+    )
+    assert denied.status_code == 403
+    assert denied.json()["error"]["message"] == "cross-tenant retrieval needs an operator key"

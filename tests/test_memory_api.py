@@ -222,6 +222,12 @@ async def test_recall_ranks_by_importance_and_recency_and_imports_butler_toml(
         "recency": 0.2,
         "confidence": 0.1,
     }
+    for r in results:
+        composite = 0.4 * r["relevance"] + 0.3 * r["importance"] / 10 + 0.2 * r["recency"]
+        assert abs(r["score"] - (composite + 0.1 * r["effective_confidence"])) < 1e-5
+    # recency = exp(−ln 2 / 7 · days since last referenced): 1 day → 0.906, 30 days → 0.051.
+    assert abs(results[0]["recency"] - 0.5 ** (1 / 7)) < 1e-3
+    assert abs(results[1]["recency"] - 0.5 ** (30 / 7)) < 1e-3
     # Imported weights that only value confidence, and an older confirmation of the important fact.
     await admin_conn.execute(
         "UPDATE memory SET last_confirmed_at = now() - interval '60 days' WHERE id = $1",

@@ -1,0 +1,66 @@
+"""With DATABASE_URL: serving refuses a schema behind head, `recalld migrate` brings it there."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from app.config import Settings
+from app.embedded_pg import with_database
+from app.main import create_app
+from app.startup import StartupError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_unmigrated_database_is_refused_until_recalld_migrate(
+    dsn: str, admin_conn: asyncpg.Connection, data_dir: Path
+) -> None:
+    name = f"ext_{uuid.uuid4().hex[:8]}"
+    # CREATE DATABASE takes no parameters; the name is generated above, not user input.
+    await admin_conn.execute(f'CREATE DATABASE "{name}"')
+    external = with_database(dsn, name)
+    try:
+        # Not about semantics: keyword-only keeps the app start fast.
+        settings = Settings(
+            data_dir=data_dir,
+            database_url=external,
+            embedding_provider="none",
+            pool_min_size=1,
+            pool_max_size=2,
+        )
+        app = create_app(settings)
+        with pytest.raises(StartupError, match="run `recalld migrate` against this DATABASE_URL first"):
+            async with app.router.lifespan_context(app):
+                pass
+
+        migrate = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "app.cli",
+            "migrate",
+            cwd=ROOT,
+            env={"DATABASE_URL": external, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        stdout, stderr = await migrate.communicate()
+        assert migrate.returncode == 0, stderr.decode()
+        assert stdout.decode() == "database schema is at head\n"
+
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://recalld.test") as http:
+                ready = await http.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "ready"
+        assert ready.json()["checks"]["embedder"] == {"provider": "none", "loaded": False}
+    finally:
+        await admin_conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
