@@ -79,3 +79,15 @@ def test_compose_api_listens_on_all_interfaces_and_data_persists() -> None:
     assert "8080:8080" in api["ports"]
     assert "recalld-data:/data" in api["volumes"]
     assert _compose()["services"]["migrate"]["command"] == ["migrate"]
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"^(\./dev\.sh test)\s+#", readme, re.M)
+    assert match is not None
+    commands = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
+    assert commands == [f"exec {match.group(1)}"]
