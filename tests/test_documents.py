@@ -65,6 +65,15 @@ async def test_dated_files_decay_and_memory_md_does_not(
         abs({r["path"]: r for r in quicker}[f"memory/{month_ago}.md"]["score_breakdown"]["decay"] - 0.25)
         < 1e-6
     )
+    # The same half-life from the scope's settings instead of the request.
+    put = await client.put(
+        "/v1/scopes/diary/settings", json={"half_life_days": 15}, headers=tenant.headers("admin")
+    )
+    assert put.status_code == 200
+    scoped = await _search(client, tenant, "heron nests mill pond", types=["document"], scope="diary")
+    decays = {r["path"]: r["score_breakdown"]["decay"] for r in scoped}
+    assert decays["MEMORY.md"] == 1.0
+    assert abs(decays[f"memory/{month_ago}.md"] - 0.25) < 1e-6
 
 
 async def test_reupload_embeds_only_what_changed(
