@@ -1,4 +1,4 @@
-"""With DATABASE_URL: serving refuses a schema behind head, `recalld migrate` brings it there."""
+"""Startup refusals: a DATABASE_URL schema behind head (until `recalld migrate`), another embedding model."""
 
 from __future__ import annotations
 
@@ -64,3 +64,25 @@ async def test_unmigrated_database_is_refused_until_recalld_migrate(
         assert ready.json()["checks"]["embedder"] == {"provider": "none", "loaded": False}
     finally:
         await admin_conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_another_embedding_model_on_the_same_database_is_refused(
+    app: object, settings: Settings
+) -> None:
+    # The `app` fixture started the session's database with MiniLM; an OpenAI-compatible model of the same size
+    # would silently mix incomparable vectors. No request is sent: startup must stop first.
+    other = settings.model_copy(
+        update={
+            "embedding_provider": "openai",
+            "embedding_model": "nomic-embed-text",
+            "openai_base_url": "http://127.0.0.1:9/v1",
+        }
+    )
+    application = create_app(other)
+    with pytest.raises(StartupError) as refused:
+        async with application.router.lifespan_context(application):
+            pass
+    assert "this database holds embeddings of {'provider': 'local', 'model': 'all-MiniLM-L6-v2'" in str(
+        refused.value
+    )
+    assert "'model': 'nomic-embed-text'" in str(refused.value)
