@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import httpx
@@ -70,6 +72,9 @@ async def test_docs_describe_every_field_and_show_examples_on_every_endpoint(
     assert missing == []
     assert operation_ids >= SPEC_OPERATION_IDS
     assert "HTTPValidationError" not in schemas
+    # Every reference resolves inside the document (a model's own '#/$defs/...' would not).
+    refs = set(re.findall(r'"\$ref": "([^"]+)"', json.dumps(doc)))
+    assert {ref for ref in refs if ref.removeprefix("#/components/schemas/") not in schemas} == set()
 
 
 async def test_metrics_report_routes_search_legs_embedding_and_pool(
