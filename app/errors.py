@@ -84,8 +84,20 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = _validation_details(exc)
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        body_not_json = media_type != "application/json" and not media_type.endswith("+json")
+        if body_not_json and any(d["loc"] == ["body"] for d in details):
+            # curl -d without a Content-Type header sends form encoding: the JSON is never parsed.
+            return JSONResponse(
+                error_body(
+                    "unsupported_media_type",
+                    f"send the body as JSON with 'Content-Type: application/json' (got {media_type or 'none'!r})",
+                    details,
+                ),
+                status_code=415,
+            )
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(p for p in first["loc"] if p != "body") or "request"
         message = str(first["msg"]) if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"

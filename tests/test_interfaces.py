@@ -143,6 +143,25 @@ async def test_malformed_json_gets_a_readable_422(
     assert error["message"] == "request body is not valid JSON: Expecting value at character 12"
 
 
+async def test_json_body_without_json_content_type_says_so(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    # What `curl -d '{...}'` sends when the Content-Type header is forgotten.
+    response = await client.post(
+        "/v1/facts",
+        content=b'{"content": "forgotten header"}',
+        headers={**tenant.headers(), "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert response.json()["error"]["message"] == (
+        "send the body as JSON with 'Content-Type: application/json' (got 'application/x-www-form-urlencoded')"
+    )
+    found = await client.post("/v1/search", json={"query": "forgotten header"}, headers=tenant.headers())
+    assert found.json()["results"] == []
+
+
 async def test_unexpected_errors_are_500_without_internals(settings: Settings) -> None:
     app: FastAPI = create_app(settings)
 
