@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger("recalld.errors")
@@ -41,6 +42,14 @@ class ApiError(Exception):
 def not_found(what: str = "memory") -> ApiError:
     """The 404 used for missing ids and for ids of other tenants alike."""
     return ApiError(404, "not_found", f"{what} not found")
+
+
+def model_error_details(exc: ValidationError) -> list[dict[str, Any]]:
+    """loc/msg/type of each problem, as for request bodies; never the input, which may not be JSON."""
+    return [
+        {"loc": [str(part) for part in err["loc"]], "msg": err["msg"], "type": err["type"]}
+        for err in exc.errors(include_url=False, include_input=False, include_context=False)
+    ]
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

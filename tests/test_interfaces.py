@@ -162,6 +162,29 @@ async def test_json_body_without_json_content_type_says_so(
     assert found.json()["results"] == []
 
 
+async def test_bad_scope_settings_are_422_and_change_nothing(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    admin = tenant.headers("admin")
+    good = await client.put("/v1/scopes/health/settings", json={"half_life_days": 10}, headers=admin)
+    assert good.status_code == 200
+    toml_date = '[butler]\nname = "health"\n[butler.memory.retrieval]\nhalf_life_days = 1979-05-27\n'
+    for content, media_type, message in (
+        (b"x", "application/json", "invalid scope settings"),
+        (b"x", "text/x-www-form-urlencoded", "invalid scope settings"),
+        (toml_date.encode(), "application/toml", "invalid [butler.memory.retrieval] settings"),
+    ):
+        response = await client.put(
+            "/v1/scopes/health/settings", content=content, headers={**admin, "Content-Type": media_type}
+        )
+        assert response.status_code == 422, (content, media_type, response.text)
+        assert response.json()["error"]["message"] == message
+        assert response.json()["error"]["details"][0]["type"] in {"json_invalid", "float_type"}
+    kept = await client.get("/v1/scopes/health/settings", headers=admin)
+    assert kept.json() == {"half_life_days": 10.0}
+
+
 async def test_unexpected_errors_are_500_without_internals(settings: Settings) -> None:
     app: FastAPI = create_app(settings)
 

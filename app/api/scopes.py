@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from app.api.deps import Admin, ConnDep, Reader
 from app.api.schemas import ScopeName
 from app.db import tenant_transaction
-from app.errors import ApiError
+from app.errors import ApiError, model_error_details
 from app.services.scopes import ScopeSettings, load_scope_settings, parse_butler_toml, store_scope_settings
 
 router = APIRouter(prefix="/v1", tags=["scopes"])
@@ -59,7 +59,7 @@ async def put_settings(
             settings = ScopeSettings.model_validate_json(raw or b"{}")
         except ValidationError as exc:
             raise ApiError(
-                422, "validation_error", "invalid scope settings", exc.errors(include_url=False)
+                422, "validation_error", "invalid scope settings", model_error_details(exc)
             ) from exc
     return await store_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope, settings=settings)
 

@@ -9,7 +9,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.db import tenant_transaction
-from app.errors import ApiError
+from app.errors import ApiError, model_error_details
 from app.repositories.scopes import get_scope_settings, put_scope_settings
 
 
@@ -81,7 +81,7 @@ def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
             422,
             "validation_error",
             "invalid [butler.memory.retrieval] settings",
-            exc.errors(include_url=False),
+            model_error_details(exc),
         ) from exc
 
 
