@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from app.api import code, documents, health, mcp, memories, scopes, search
@@ -16,7 +17,7 @@ from app.api.openapi import install_openapi
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
-from app.errors import install_error_handlers
+from app.errors import error_body, install_error_handlers
 from app.metrics import REQUEST_LATENCY
 from app.startup import (
     check_embedder_identity,
@@ -97,6 +98,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             time.perf_counter() - started
         )
         return response
+
+    @app.middleware("http")
+    async def reject_nul_in_url(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        # Bodies are checked by the models; a %00 in a path or query parameter would reach
+        # PostgreSQL (which cannot store U+0000) and surface as a 500.
+        if "\x00" in request.url.path or any("\x00" in v for _, v in request.query_params.multi_items()):
+            return JSONResponse(
+                error_body("validation_error", "the URL contains a NUL character (%00)"), status_code=422
+            )
+        return await call_next(request)
 
     app.include_router(health.router)
     app.include_router(memories.router)

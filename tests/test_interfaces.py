@@ -185,6 +185,41 @@ async def test_bad_scope_settings_are_422_and_change_nothing(
     assert kept.json() == {"half_life_days": 10.0}
 
 
+async def test_nul_characters_and_impossible_dates_are_422_not_500(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    writer = tenant.headers()
+    cases: list[tuple[str, str, dict[str, Any], str]] = [
+        ("POST", "/v1/facts", {"content": "a\x00b"}, "content contains a NUL character"),
+        ("POST", "/v1/facts", {"content": "x", "metadata": {"k": ["\x00"]}}, "metadata.k.0 contains a NUL"),
+        (
+            "POST",
+            "/v1/memories:batch",
+            {"items": [{"type": "fact", "content": "fine"}, {"type": "rule", "content": "\x00"}]},
+            "items.1.content contains a NUL",
+        ),
+        ("POST", "/v1/search", {"query": "x\x00"}, "query contains a NUL"),
+        ("PUT", "/v1/documents", {"path": "MEMORY.md", "content": "\x00"}, "content contains a NUL"),
+        ("POST", "/v1/facts", {"content": "x", "created_at": "0001-01-01T00:00:00Z"}, "between the years"),
+        ("POST", "/v1/search", {"query": "x", "filters": {"created_after": "0001-01-01T00:00:00Z"}}, "years"),
+    ]
+    for method, path, body, message in cases:
+        response = await client.request(method, path, json=body, headers=writer)
+        assert response.status_code == 422, (path, body, response.text)
+        assert message in response.json()["error"]["message"], response.text
+    for url in ("/v1/code/files?repository=a%00b", "/v1/documents?path=a%00.md"):
+        response = await client.get(url, headers=writer)
+        assert response.status_code == 422, url
+        assert response.json()["error"]["code"] == "validation_error"
+    found = await client.post("/v1/search", json={"query": "fine", "min_score": 0}, headers=writer)
+    assert found.json()["results"] == []
+    naive = await client.post(
+        "/v1/facts", json={"content": "x", "created_at": "2020-01-01T10:00:00"}, headers=writer
+    )
+    assert naive.json()["created_at"] == "2020-01-01T10:00:00Z"
+
+
 async def test_unexpected_errors_are_500_without_internals(settings: Settings) -> None:
     app: FastAPI = create_app(settings)
 

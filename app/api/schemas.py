@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 4000
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+MIN_YEAR, MAX_YEAR = 1900, 9998
 MemoryType = Literal["fact", "rule", "episode", "document", "code"]
 
 
@@ -20,6 +21,35 @@ def _content_size(value: str) -> str:
     if len(value.encode()) > MAX_CONTENT_BYTES:
         raise ValueError(f"content is larger than {MAX_CONTENT_BYTES} bytes (64 KiB)")
     return value
+
+
+def _storable_time(value: datetime) -> datetime:
+    # Outside these years the driver or date arithmetic overflows (year 1, or 9999 in a
+    # timezone west of UTC), which would surface as a 500 instead of a clear 422.
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise ValueError(f"must be between the years {MIN_YEAR} and {MAX_YEAR}")
+    # A time without an offset is taken as UTC, as PostgreSQL's timestamptz input would.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_storable_time)]
+
+
+def _nul_path(value: Any, where: str) -> str | None:
+    """Where a NUL character sits in JSON data, or None."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _nul_path(key, where) or _nul_path(item, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{where}.{index}" if where else str(index))
+            if found is not None:
+                return found
+    return None
 
 
 Content = Annotated[
@@ -44,6 +74,17 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_characters(cls, data: Any) -> Any:
+        # PostgreSQL text and jsonb cannot hold U+0000; without this check it is a 500.
+        where = _nul_path(data, "")
+        if where is not None:
+            raise ValueError(
+                f"{where or 'the body'} contains a NUL character (\\u0000), which cannot be stored"
+            )
+        return data
+
 
 class MemoryCommon(StrictModel):
     """Fields every written memory has."""
@@ -59,7 +100,7 @@ class MemoryCommon(StrictModel):
         max_length=200,
         description="Retrying a write with the same key returns the first result instead of a duplicate.",
     )
-    created_at: datetime | None = Field(
+    created_at: Timestamp | None = Field(
         None, description="When it happened; defaults to now (set it when importing older memories)."
     )
 
@@ -86,7 +127,7 @@ class FactIn(MemoryCommon):
     predicate: str | None = Field(None, max_length=200, description="Which property of the subject.")
     confidence: float = Field(1.0, ge=0, le=1, description="Belief at last confirmation, 0–1.")
     decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
-    last_confirmed_at: datetime | None = Field(None, description="Defaults to creation time.")
+    last_confirmed_at: Timestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(
         None, description="Id of a fact this one replaces; it becomes superseded."
     )
@@ -101,7 +142,7 @@ class RuleIn(MemoryCommon):
     )
     confidence: float = Field(0.5, ge=0, le=1, description="Belief at last confirmation, 0–1.")
     decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
-    last_confirmed_at: datetime | None = Field(None, description="Defaults to creation time.")
+    last_confirmed_at: Timestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
 
 
@@ -118,7 +159,7 @@ class EpisodeIn(MemoryCommon):
     session_id: str | None = Field(
         None, max_length=200, description="The conversation or run the episode belongs to."
     )
-    expires_at: datetime | None = Field(
+    expires_at: Timestamp | None = Field(
         None, description="Defaults to now + 7 days; expired episodes vanish."
     )
 
@@ -226,8 +267,8 @@ class SearchFilters(StrictModel):
     """Extra conditions every result must meet."""
 
     tags: list[Tag] | None = Field(None, description="Results carry all of these tags.")
-    created_after: datetime | None = Field(None, description="Only memories created at or after this time.")
-    created_before: datetime | None = Field(None, description="Only memories created before this time.")
+    created_after: Timestamp | None = Field(None, description="Only memories created at or after this time.")
+    created_before: Timestamp | None = Field(None, description="Only memories created before this time.")
     metadata: dict[str, Any] | None = Field(None, description="Equality on top-level metadata keys.")
 
 
