@@ -41,6 +41,17 @@ async def test_initialize_and_tools_by_role(client: httpx.AsyncClient, make_tena
     assert "memory_store_fact" in writer_tools
     unknown = await _rpc(client, tenant, "reader", "resources/list")
     assert unknown["error"]["code"] == -32601
+    not_an_object = await client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "memory_search"},
+        headers=tenant.headers("reader"),
+    )
+    assert not_an_object.status_code == 200
+    assert not_an_object.json() == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": -32602, "message": "invalid params: expected an object"},
+    }
     anonymous = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert anonymous.status_code == 401
 

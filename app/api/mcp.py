@@ -360,6 +360,8 @@ async def _handle(
     if message_id is None:
         return None  # a notification (e.g. notifications/initialized): nothing to answer
     params = message.get("params") or {}
+    if not isinstance(params, dict):
+        return _error(message_id, -32602, "invalid params: expected an object")
     if method == "initialize":
         requested = params.get("protocolVersion")
         version = requested if requested in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
