@@ -203,6 +203,9 @@ async def test_nul_characters_and_impossible_dates_are_422_not_500(
         ("PUT", "/v1/documents", {"path": "MEMORY.md", "content": "\x00"}, "content contains a NUL"),
         ("POST", "/v1/facts", {"content": "x", "created_at": "0001-01-01T00:00:00Z"}, "between the years"),
         ("POST", "/v1/search", {"query": "x", "filters": {"created_after": "0001-01-01T00:00:00Z"}}, "years"),
+        # A clock ahead of now makes confidence grow exponentially (and overflow in SQL).
+        ("POST", "/v1/facts", {"content": "x", "created_at": "2500-01-01T00:00:00Z"}, "in the future"),
+        ("POST", "/v1/rules", {"content": "x", "last_confirmed_at": "2500-01-01T00:00:00Z"}, "in the future"),
     ]
     for method, path, body, message in cases:
         response = await client.request(method, path, json=body, headers=writer)

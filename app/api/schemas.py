@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -12,6 +12,7 @@ MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 4000
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 MIN_YEAR, MAX_YEAR = 1900, 9998
+CLOCK_SKEW = timedelta(minutes=5)
 MemoryType = Literal["fact", "rule", "episode", "document", "code"]
 
 
@@ -32,7 +33,15 @@ def _storable_time(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _not_in_future(value: datetime) -> datetime:
+    # A confidence clock or creation time ahead of now would make decay grow instead of fade.
+    if value > datetime.now(UTC) + CLOCK_SKEW:
+        raise ValueError("must not be in the future")
+    return value
+
+
 Timestamp = Annotated[datetime, AfterValidator(_storable_time)]
+PastTimestamp = Annotated[datetime, AfterValidator(_storable_time), AfterValidator(_not_in_future)]
 
 
 def _nul_path(value: Any, where: str) -> str | None:
@@ -100,7 +109,7 @@ class MemoryCommon(StrictModel):
         max_length=200,
         description="Retrying a write with the same key returns the first result instead of a duplicate.",
     )
-    created_at: Timestamp | None = Field(
+    created_at: PastTimestamp | None = Field(
         None, description="When it happened; defaults to now (set it when importing older memories)."
     )
 
@@ -127,7 +136,7 @@ class FactIn(MemoryCommon):
     predicate: str | None = Field(None, max_length=200, description="Which property of the subject.")
     confidence: float = Field(1.0, ge=0, le=1, description="Belief at last confirmation, 0–1.")
     decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
-    last_confirmed_at: Timestamp | None = Field(None, description="Defaults to creation time.")
+    last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(
         None, description="Id of a fact this one replaces; it becomes superseded."
     )
@@ -142,7 +151,7 @@ class RuleIn(MemoryCommon):
     )
     confidence: float = Field(0.5, ge=0, le=1, description="Belief at last confirmation, 0–1.")
     decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
-    last_confirmed_at: Timestamp | None = Field(None, description="Defaults to creation time.")
+    last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
 
 
