@@ -194,7 +194,7 @@ def _api_key(args: argparse.Namespace, settings: Settings) -> str:
 def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    from app.ingest.indexer import index_markdown, watch
+    from app.ingest.indexer import error_message, index_markdown, watch
 
     root = Path(args.directory)
     if not root.is_dir():
@@ -217,6 +217,10 @@ def _cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
         try:
             stats = run()
+        except httpx.HTTPStatusError as exc:
+            raise CliError(
+                f"recalld at {args.url} answered {exc.response.status_code}: {error_message(exc.response)}"
+            ) from exc
         except httpx.HTTPError as exc:
             raise CliError(f"cannot reach recalld at {args.url}: {exc}") from exc
         print(stats.summary())

@@ -245,6 +245,10 @@ def test_cli_tenants_scopes_import_and_index_watch(data_dir: Path, tmp_path: Pat
             assert failed.returncode == 1, path
             assert message in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
 
+        refused = _recalld(data_dir, "index", "examples/memory", "--url", url, "--key", "rk_00000000_nope")
+        assert refused.returncode == 1
+        assert refused.stderr == f"recalld: recalld at {url} answered 401: invalid or revoked API key\n"
+
         # index --watch: edits are uploaded, and a file deleted on disk is forgotten on the server.
         folder = tmp_path / "memory-folder"
         shutil.copytree(ROOT / "examples" / "memory", folder)

@@ -151,7 +151,7 @@ def index_markdown(
             stats.removed += 1
         elif response.status_code != 404:
             stats.failed += 1
-            stats.errors.append(f"{gone}: {response.status_code} {_message(response)}")
+            stats.errors.append(f"{gone}: {response.status_code} {error_message(response)}")
     stats.seconds = time.perf_counter() - started
     return stats
 
@@ -160,7 +160,7 @@ def _upload_document(client: httpx.Client, rel: str, content: str, scope: str, s
     response = client.put("/v1/documents", json={"path": rel, "content": content, "scope": scope})
     if response.status_code != 200:
         stats.failed += 1
-        stats.errors.append(f"{rel}: {response.status_code} {_message(response)}")
+        stats.errors.append(f"{rel}: {response.status_code} {error_message(response)}")
         return
     body: dict[str, Any] = response.json()
     stats.uploaded += 0 if body["unchanged"] else 1
@@ -169,7 +169,8 @@ def _upload_document(client: httpx.Client, rel: str, content: str, scope: str, s
     stats.embedded += body["embedded"]
 
 
-def _message(response: httpx.Response) -> str:
+def error_message(response: httpx.Response) -> str:
+    """The message of a recalld error body, or the start of whatever else came back."""
     try:
         return str(response.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
