@@ -241,14 +241,18 @@ _FACT_EXAMPLE: dict[str, Any] = {
 
 
 class MemoryOut(BaseModel):
-    """A stored memory. Kind-specific fields are present for that kind only.
+    """A stored memory, with the fields of its kind."""
 
-    Facts and rules add `confidence`, `decay_rate`, `last_confirmed_at`, `validity`, `supersedes`,
-    `effective_confidence` (facts also `subject`, `predicate`); episodes add `butler`, `session_id`,
-    `expires_at`; document chunks add `path`, `start_line`, `end_line`.
-    """
-
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_FACT_EXAMPLE]})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "description": "A stored memory. Facts and rules add `confidence`, `decay_rate`, "
+            "`last_confirmed_at`, `validity`, `supersedes`, `effective_confidence` (facts also "
+            "`subject`, `predicate`); episodes add `butler`, `session_id`, `expires_at`; document "
+            "chunks add `path`, `start_line`, `end_line`.",
+            "examples": [_FACT_EXAMPLE],
+        },
+    )
     id: UUID = Field(..., description="The memory's id (UUID).")
     type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
     content: str = Field(..., description="The memory text.")

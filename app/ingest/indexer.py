@@ -123,11 +123,8 @@ def index_markdown(
     progress: bool = True,
     forget: Collection[str] = (),
 ) -> IndexStats:
-    """Upload every markdown/text file under root that differs from the stored copy.
-
-    Paths in `forget` that are no longer under root are deleted on the server; other stored
-    documents are left alone, since agents also write documents through the API.
-    """
+    """Upload files under root that differ from the stored copy; delete `forget` paths gone from root."""
+    # Only paths in `forget` are ever deleted: agents also write documents through the API.
     started = time.perf_counter()
     stats = IndexStats()
     listing = client.get("/v1/documents:list")

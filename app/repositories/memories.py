@@ -162,10 +162,8 @@ async def mark_superseded(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequ
 async def bump_references(
     conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, asyncpg.Record]:
-    """Count a retrieval of these memories (one UPDATE) and return them as they are after it.
-
-    Expired episodes are left out: they are never returned (R-M3), not even by id.
-    """
+    """Count a retrieval of these memories (one UPDATE) and return them as they are after it."""
+    # Expired episodes are left out: they are never returned (R-M3), not even by id.
     if not ids:
         return {}
     rows = await conn.fetch(
