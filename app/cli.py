@@ -242,8 +242,6 @@ def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit_queries:
         keep = sorted(dataset.queries)[: args.limit_queries]
         dataset = type(dataset)(dataset.corpus, {q: dataset.queries[q] for q in keep}, dataset.qrels)
-    if args.keyword_ranker:
-        settings = settings.model_copy(update={"keyword_ranker": args.keyword_ranker})
 
     async def run(client: httpx.AsyncClient) -> EvalReport:
         seconds = await ingest(client, dataset)
@@ -390,7 +388,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluation.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
     evaluation.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid"])
-    evaluation.add_argument("--keyword-ranker", choices=["auto", "bm25", "fulltext"], default=None)
     evaluation.add_argument("--limit-queries", type=int, default=0, help="only the first N queries")
     evaluation.add_argument(
         "--url",

@@ -10,7 +10,6 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProviderName = Literal["local", "openai", "none"]
-KeywordRankerSetting = Literal["auto", "bm25", "fulltext"]
 
 
 class Settings(BaseSettings):
@@ -46,14 +45,6 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     query_cache_size: int = 2048
 
-    keyword_ranker: KeywordRankerSetting = Field(
-        default="auto",
-        description="auto: BM25 via pg_textsearch when loaded, else PostgreSQL full text.",
-    )
-    keyword_candidate_budget: int = Field(
-        default=1000,
-        description="Keyword leg: rows scored per query, picked by the query's rarest terms.",
-    )
     rrf_k: int = 60
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0

@@ -19,12 +19,8 @@ from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
 from app.errors import error_body, install_error_handlers
 from app.metrics import REQUEST_LATENCY
-from app.startup import (
-    check_embedder_identity,
-    detect_keyword_ranker,
-    ensure_schema,
-    rebuild_bm25_after_restart,
-)
+from app.services.search import KEYWORD_RANKER
+from app.startup import check_embedder_identity, ensure_schema
 from app.state import ServiceState
 
 log = logging.getLogger("recalld")
@@ -57,21 +53,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool = await create_pool(dsn, settings)
         try:
             async with pool.acquire() as conn:
-                ranker = await detect_keyword_ranker(conn, settings)
-                if ranker == "bm25" and await rebuild_bm25_after_restart(conn):
-                    log.info("rebuilt the BM25 index after a PostgreSQL start")
                 await check_embedder_identity(conn, embedder.identity if embedder else None)
             log.info(
                 "recalld ready: schema %s, keyword ranker %s, embedder %s",
                 revision,
-                ranker,
+                KEYWORD_RANKER,
                 f"{embedder.identity.model} ({embedder.runtime})" if embedder else "none (keyword-only)",
             )
             app.state.service = ServiceState(
                 settings=settings,
                 pool=pool,
                 embedder=embedder,
-                keyword_ranker=ranker,
                 schema_revision=revision,
             )
             yield

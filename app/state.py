@@ -17,7 +17,6 @@ class ServiceState:
     settings: Settings
     pool: asyncpg.Pool
     embedder: Embedder | None
-    keyword_ranker: str  # "bm25" | "fulltext"
     schema_revision: str
     # Short-lived caches keyed by tenant set: (monotonic time, values...).
     tenant_sizes: dict[str, tuple[float, int]] = field(default_factory=dict)

@@ -154,7 +154,7 @@ def test_serve_bootstraps_keys_and_survives_sigkill(data_dir: Path) -> None:
         assert got.status_code == 200
         assert got.json()["content"] == "Acknowledged before the crash"
         assert key_file.read_text().strip() == admin_key  # no second bootstrap
-        # Keyword search (BM25 index) still finds what was written before the crash.
+        # Keyword search (BM25 postings) still finds what was written before the crash.
         found = httpx.post(f"{url}/v1/search", json={"query": "acknowledged crash"}, headers=headers)
         assert [r["id"] for r in found.json()["results"]] == [fact_id]
         sintra = httpx.post(f"{url}/v1/search", json={"query": "Sintra"}, headers=headers)

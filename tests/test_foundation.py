@@ -134,6 +134,8 @@ async def test_row_level_security_alone_hides_other_tenants(
         rows = await admin_conn.fetch("SELECT tenant_id, content FROM memory")
         assert {str(r["tenant_id"]) for r in rows} == {a.id}
         assert [r["content"] for r in rows] == ["a's row"]
+        postings = await admin_conn.fetch("SELECT DISTINCT tenant_id FROM keyword_posting")
+        assert {str(r["tenant_id"]) for r in postings} == {a.id}
         updated = await admin_conn.execute("UPDATE memory SET importance = 1 WHERE content = 'b''s row'")
         assert updated == "UPDATE 0"
         with pytest.raises(asyncpg.InsufficientPrivilegeError):

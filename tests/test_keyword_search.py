@@ -114,6 +114,68 @@ async def test_keyword_leg_returns_only_matching_rows(
     assert [r["id"] for r in result["results"]] == [match]
 
 
+async def _batch(client: httpx.AsyncClient, tenant: TenantKeys, items: list[dict[str, Any]]) -> list[str]:
+    response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+    assert response.status_code == 201, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+def _keyword_scores(result: dict[str, Any]) -> dict[str, float]:
+    return {r["id"]: r["score_breakdown"]["raw_scores"]["keyword"] for r in result["results"]}
+
+
+async def test_small_tenant_among_big_ones_gets_its_own_bm25(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    small = await make_tenant("small")
+    mine = await _batch(
+        client,
+        small,
+        [{"type": "fact", "content": f"The heron nests by pond number {i}"} for i in range(12)]
+        + [{"type": "fact", "content": "A kingfisher and a heron share the reeds"}],
+    )
+    before = await _search(client, small, query="heron reeds", mode="keyword", limit=10)
+    assert len(before["results"]) == 10
+    assert before["results"][0]["id"] == mine[-1]  # the only row with both terms
+
+    # Other tenants fill the table with the same words: statistics and the top-k stay per tenant.
+    for _ in range(2):
+        big = await make_tenant("big")
+        await _batch(
+            client,
+            big,
+            [{"type": "fact", "content": f"Heron sighting {i} near the reeds"} for i in range(300)],
+        )
+    after = await _search(client, small, query="heron reeds", mode="keyword", limit=10)
+    assert [r["id"] for r in after["results"]] == [r["id"] for r in before["results"]]
+    assert set(_keyword_scores(after)) <= set(mine)
+    assert _keyword_scores(after) == _keyword_scores(before)
+
+
+async def test_selective_filters_still_fill_the_limit(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    # Short facts repeating the word outrank every episode, more of them than the first BM25 cut.
+    await _batch(client, tenant, [{"type": "fact", "content": f"walrus walrus {i}"} for i in range(260)])
+    episodes = await _batch(
+        client,
+        tenant,
+        [
+            {
+                "type": "episode",
+                "butler": "zoo",
+                "content": f"On a long and windy afternoon tour number {i} the keeper fed one walrus",
+            }
+            for i in range(6)
+        ],
+    )
+    result = await _search(client, tenant, query="walrus", mode="keyword", types=["episode"], limit=5)
+    assert len(result["results"]) == 5
+    assert {r["id"] for r in result["results"]} <= set(episodes)
+    assert all(r["match_type"] == "bm25" for r in result["results"])
+
+
 async def test_weighted_and_rrf_scores_follow_their_formulas(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import asyncpg
 import httpx
-import pytest
 
 from tests.conftest import TenantFactory, TenantKeys
 
@@ -403,12 +402,6 @@ async def test_cross_tenant_search_needs_operator_key(
     assert [r["content"] for r in across.json()["results"]] == ["Quarterly revenue grew eleven percent"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, reported, not fixed here (app/repositories/search.py is being rewritten): the "
-    "min_confidence filter computes exp(-decay_rate · days) in SQL, and PostgreSQL raises on underflow "
-    "below about exp(-745), so one valid fact breaks every search and recall of its tenant",
-)
 async def test_a_long_faded_fact_does_not_break_search(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:

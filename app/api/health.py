@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.deps import StateDep
 from app.metrics import observe_pool
 from app.migrate import current_revision, head_revision
+from app.services.search import KEYWORD_RANKER
 
 router = APIRouter(tags=["health"])
 
@@ -94,7 +95,7 @@ async def readyz(state: StateDep) -> JSONResponse:
             "loaded": True,
         }
     )
-    checks["keyword_ranker"] = state.keyword_ranker
+    checks["keyword_ranker"] = KEYWORD_RANKER
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
     return JSONResponse(body, status_code=200 if ready else 503)
 

@@ -417,7 +417,9 @@ class SearchOut(BaseModel):
     )
     results: list[SearchResult] = Field(..., description="Best first; ties by created_at DESC, then id.")
     mode: str = Field(..., description="The mode that ran (keyword when there is no embedding provider).")
-    keyword_ranker: str = Field(..., description="Keyword ranker in use: bm25 or fulltext.")
+    keyword_ranker: str = Field(
+        ..., description="Keyword ranker in use: bm25 (per-tenant statistics, on every PostgreSQL)."
+    )
     embedding_used: bool = Field(..., description="Whether the query was embedded (semantic leg ran).")
 
 

@@ -1,4 +1,4 @@
-"""SQL of the retrieval legs: semantic, keyword (BM25 / full text / ILIKE). Rank in SQL, fuse in Python.
+"""SQL of the retrieval legs: semantic, keyword (BM25 over postings / ILIKE). Rank in SQL, fuse in Python.
 
 The WHERE clause is assembled from fixed fragments; every user value travels as a $n parameter.
 """
@@ -14,8 +14,6 @@ from typing import Any
 import asyncpg
 
 from app.embeddings.base import Vector
-
-BM25_INDEX = "memory_search_text_bm25"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +61,12 @@ def _where(sql: _Sql, f: CandidateFilter) -> str:
         "(m.validity IS NULL OR m.validity = 'active')",
     ]
     if f.min_confidence > 0:
+        # confidence · exp(−rate · days) ≥ min, rearranged: exp() underflows (an error in
+        # PostgreSQL) for a fact that has faded long ago, and one such row broke every search.
         clauses.append(
-            "(m.confidence IS NULL OR m.confidence * exp(-m.decay_rate * "
-            f"extract(epoch FROM now() - m.last_confirmed_at) / 86400.0) >= {sql.bind(f.min_confidence)})"
+            "(m.confidence IS NULL OR (m.confidence > 0 AND m.decay_rate * "
+            "extract(epoch FROM now() - m.last_confirmed_at) / 86400.0 "
+            f"<= ln(m.confidence / {sql.bind(f.min_confidence)}::float8)))"
         )
     if f.scope is not None:
         scope = sql.bind(f.scope)
@@ -128,90 +129,73 @@ async def search_by_vector(
     return _leg_rows(rows)
 
 
+@dataclass(frozen=True, slots=True)
+class KeywordRows:
+    """A BM25 leg's rows, and whether the candidate cut may have hidden rows the filters keep."""
+
+    rows: list[LegRow]
+    truncated: bool
+
+
 async def search_by_bm25(
-    conn: asyncpg.Connection, *, f: CandidateFilter, candidate_tsquery: str, bm25_text: str, limit: int
-) -> list[LegRow]:
-    """BM25 scores from pg_textsearch (`<@>`, negative: lower is better) for the tenant's candidates.
-
-    Candidates come from the GIN match on search_vector, inside the tenant and its filters, so a
-    small tenant gets all its matches however many rows other tenants hold, and rows that do not
-    match are never returned. pg_textsearch's own index scan is not used: it answers a global
-    top-k that the tenant filter then thins out, and in 0.6.1 it returned wrong or no rows after a
-    rebuild (see docs/benchmarks.md).
-    """
-    sql = _Sql()
-    where = _where(sql, f)
-    tsq = sql.bind(candidate_tsquery)
-    bq = sql.bind(bm25_text)
-    rows = await conn.fetch(
-        f"SELECT id, score, created_at, path FROM ("
-        f"  SELECT m.id, -(m.search_text <@> to_bm25query({bq}, '{BM25_INDEX}')) AS score, m.created_at, m.path "
-        f"  FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('simple', {tsq})"
-        f") s WHERE score > 0 ORDER BY score DESC, created_at DESC, id LIMIT {sql.bind(limit)}",
-        *sql.params,
-    )
-    return _leg_rows(rows)
-
-
-async def document_frequencies(
-    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], query_text: str
-) -> list[tuple[str, int]]:
-    """The query's English lexemes and how many of the tenants' rows contain each (GIN counts)."""
-    rows = await conn.fetch(
-        "SELECT q.lexeme, (SELECT count(*) FROM memory d WHERE d.tenant_id = ANY($1::uuid[]) "
-        "AND d.search_vector @@ to_tsquery('simple', quote_literal(q.lexeme))) AS n "
-        "FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $2))) q ORDER BY q.lexeme",
-        [uuid.UUID(t) for t in tenant_ids],
-        query_text,
-    )
-    return [(r["lexeme"], int(r["n"])) for r in rows]
-
-
-async def search_by_fulltext(
     conn: asyncpg.Connection,
     *,
     f: CandidateFilter,
-    candidate_tsquery: str,
-    lexemes: Sequence[str],
-    frequencies: Sequence[int],
+    query_text: str,
     corpus_size: int,
     avg_doc_length: float,
     limit: int,
+    candidates: int | None,
     k1: float = 1.2,
     b: float = 0.75,
-) -> list[LegRow]:
-    """BM25 computed over tsvectors with per-tenant statistics (no extension needed).
+) -> KeywordRows:
+    """BM25 over the tenants' keyword postings: only rows holding a query lexeme, best first.
 
-    idf uses the tenant's document frequencies (passed in), tf the lexeme's positions, and the
-    length norm distinct lexemes against the tenant's mean. Candidates are the rows matching
-    `candidate_tsquery` (pre-stemmed lexemes, 'simple' config), chosen by the caller.
+    Document frequencies, N and avgdl are the tenants' own, so other tenants' text never moves a
+    score. The postings' top `candidates` (None: all) are then joined to memory for the filters;
+    `truncated` says the cut was reached, so a caller short of `limit` rows can ask for all.
     """
     sql = _Sql()
     where = _where(sql, f)
+    tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
+    k1p, bp = sql.bind(k1), sql.bind(b)
+    cut = sql.bind(candidates)
     rows = await conn.fetch(
         f"""
-        WITH df AS (
-            SELECT * FROM unnest({sql.bind(list(lexemes))}::text[], {sql.bind(list(frequencies))}::int[]) AS d(lexeme, n)
-        ), cand AS (
-            SELECT m.id, m.created_at, m.path, m.search_vector, length(m.search_vector) AS dl
-            FROM memory m WHERE {where} AND m.search_vector @@ to_tsquery('simple', {sql.bind(candidate_tsquery)})
+        WITH q AS (
+            SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', {sql.bind(query_text)}))) AS lexeme
+        ), df AS MATERIALIZED (
+            SELECT q.lexeme,
+                   (SELECT count(*) FROM keyword_posting d
+                     WHERE d.tenant_id = ANY({tenants}::uuid[]) AND d.lexeme = q.lexeme) AS n
+            FROM q
+        ), w AS (
+            -- greatest(): N is cached briefly and may trail a document frequency just written.
+            SELECT lexeme, ln(1 + (greatest({sql.bind(corpus_size)}::float8, n) - n + 0.5) / (n + 0.5)) AS idf
+            FROM df WHERE n > 0
+        ), scored AS MATERIALIZED (
+            SELECT p.tenant_id, p.memory_id,
+                   sum(w.idf * p.term_frequency * ({k1p}::float8 + 1)
+                       / (p.term_frequency + {k1p}::float8 * (1 - {bp}::float8
+                          + {bp}::float8 * p.document_length / {sql.bind(avg_doc_length)}::float8))) AS score
+            FROM w JOIN keyword_posting p ON p.tenant_id = ANY({tenants}::uuid[]) AND p.lexeme = w.lexeme
+            GROUP BY p.tenant_id, p.memory_id
+            ORDER BY score DESC, p.memory_id
+            LIMIT {cut}::int
         )
-        SELECT c.id, c.created_at, c.path,
-               sum(ln(1 + ({sql.bind(corpus_size)}::float8 - df.n + 0.5) / (df.n + 0.5))
-                   * cardinality(t.positions) * ({sql.bind(k1)}::float8 + 1)
-                   / (cardinality(t.positions) + {sql.bind(k1)}::float8
-                      * (1 - {sql.bind(b)}::float8 + {sql.bind(b)}::float8 * c.dl / {sql.bind(avg_doc_length)}::float8))
-               ) AS score
-        FROM cand c
-        CROSS JOIN LATERAL unnest(c.search_vector) AS t
-        JOIN df ON df.lexeme = t.lexeme
-        GROUP BY c.id, c.created_at, c.path
-        ORDER BY score DESC, c.created_at DESC, c.id
+        SELECT m.id, s.score, m.created_at, m.path, (SELECT count(*) FROM scored) AS candidates
+        FROM scored s JOIN memory m ON m.tenant_id = s.tenant_id AND m.id = s.memory_id
+        WHERE {where}
+        ORDER BY s.score DESC, m.created_at DESC, m.id
         LIMIT {sql.bind(limit)}
         """,
         *sql.params,
     )
-    return _leg_rows(rows)
+    truncated = candidates is not None and bool(rows) and int(rows[0]["candidates"]) >= candidates
+    if candidates is not None and not rows:
+        # No row survived the filters: only a count can tell whether the cut hid some.
+        truncated = True
+    return KeywordRows(_leg_rows(rows), truncated)
 
 
 async def search_by_substring(

@@ -86,27 +86,3 @@ def ilike_patterns(q: ParsedQuery) -> list[str]:
     """ILIKE patterns of the last-resort tier: CJK runs (1+ chars) and words of 3+ chars."""
     terms = [*q.cjk_runs, *(w for w in q.words if len(w) >= 3)]
     return [f"%{_like_escape(term)}%" for term in terms]
-
-
-def candidate_lexemes(frequencies: Sequence[tuple[str, int]], budget: int) -> list[str]:
-    """The rarest query lexemes whose matches add up to about `budget` rows (at least one).
-
-    BM25 is dominated by rare terms: a row matching only the commonest query words cannot reach
-    the top. Scoring only rows that contain a rare term keeps the cost bounded for long queries
-    (the MaxScore idea, without its exactness guarantee).
-    """
-    present = sorted((n, lexeme) for lexeme, n in frequencies if n > 0)
-    chosen: list[str] = []
-    total = 0
-    for n, lexeme in present:
-        if chosen and total + n > budget:
-            break
-        chosen.append(lexeme)
-        total += n
-    return chosen
-
-
-def lexeme_tsquery(lexemes: Sequence[str]) -> str:
-    """A to_tsquery('simple', …) text OR-ing already-normalised lexemes, each quoted."""
-    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
-    return " | ".join(quoted)

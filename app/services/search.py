@@ -24,7 +24,7 @@ from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.globs import glob_to_regex
 from app.retrieval.highlights import highlight_spans
-from app.retrieval.query import ParsedQuery, candidate_lexemes, ilike_patterns, lexeme_tsquery, parse_query
+from app.retrieval.query import ParsedQuery, ilike_patterns, parse_query
 from app.retrieval.scoring import (
     RecallWeights,
     effective_confidence,
@@ -40,9 +40,15 @@ from app.services.scopes import ScopeSettings, load_scope_settings
 from app.state import ServiceState
 
 DEFAULT_KINDS = ("fact", "rule", "episode", "document")
+# BM25 (k1 1.2, b 0.75) over per-tenant postings: the same ranker on every PostgreSQL.
+KEYWORD_RANKER = "bm25"
 SIZE_CACHE_SECONDS = 30.0
 # Substring matches are weak evidence: they count at most half of a keyword hit.
 SUBSTRING_SCORE_SCALE = 0.5
+# BM25 ranks this many postings candidates per wanted row before the memory filters apply; most
+# searches filter little, so the full ranking is only needed when the filters are selective.
+KEYWORD_CANDIDATE_FACTOR = 5
+KEYWORD_MIN_CANDIDATES = 200
 
 
 @dataclass(slots=True)
@@ -159,36 +165,29 @@ async def _keyword_stats(
 async def run_keyword_leg(
     state: ServiceState, conn: asyncpg.Connection, f: CandidateFilter, parsed: ParsedQuery, limit: int
 ) -> tuple[list[LegRow], str]:
-    """The best keyword tier that finds anything, and its match type."""
+    """BM25 over the tenant's postings, else the substring tier; returns rows and their match type."""
     query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
-    rows: list[LegRow] = []
     if query_text:
-        frequencies = await search_repo.document_frequencies(
-            conn, tenant_ids=f.tenant_ids, query_text=query_text
-        )
-        chosen = candidate_lexemes(frequencies, state.settings.keyword_candidate_budget)
-        if chosen:
-            candidates = lexeme_tsquery(chosen)
-            if state.keyword_ranker == "bm25":
-                rows = await search_repo.search_by_bm25(
-                    conn, f=f, candidate_tsquery=candidates, bm25_text=query_text, limit=limit
-                )
-            else:
-                n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
-                present = [(lexeme, count) for lexeme, count in frequencies if count > 0]
-                rows = await search_repo.search_by_fulltext(
-                    conn,
-                    f=f,
-                    candidate_tsquery=candidates,
-                    lexemes=[lexeme for lexeme, _ in present],
-                    frequencies=[count for _, count in present],
-                    corpus_size=n,
-                    avg_doc_length=avgdl,
-                    limit=limit,
-                )
-        if rows:
-            mapped = [LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in rows]
-            return mapped, state.keyword_ranker
+        n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
+        cut: int | None = max(limit * KEYWORD_CANDIDATE_FACTOR, KEYWORD_MIN_CANDIDATES)
+        while True:
+            found = await search_repo.search_by_bm25(
+                conn,
+                f=f,
+                query_text=query_text,
+                corpus_size=n,
+                avg_doc_length=avgdl,
+                limit=limit,
+                candidates=cut,
+            )
+            # Filters (kind, scope, tags…) apply after the cut: when they left too few, rank everything.
+            if len(found.rows) >= limit or not found.truncated or cut is None:
+                break
+            cut = None
+        if found.rows:
+            return [
+                LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in found.rows
+            ], "bm25"
     patterns = ilike_patterns(parsed)
     if not patterns:
         return [], "fulltext"
@@ -286,7 +285,7 @@ async def search(
     response: dict[str, Any] = {
         "results": [],
         "mode": body.mode if state.embedder is not None else "keyword",
-        "keyword_ranker": state.keyword_ranker,
+        "keyword_ranker": KEYWORD_RANKER,
         "embedding_used": False,
     }
     if parsed.is_empty and not body.symbol:
