@@ -245,7 +245,7 @@ def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
     async def run(client: httpx.AsyncClient) -> EvalReport:
         seconds = await ingest(client, dataset)
-        results, ranker = await evaluate(client, dataset, args.modes)
+        results, ranker = await evaluate(client, dataset, args.modes, fusion=args.fusion)
         report = EvalReport(len(dataset.corpus), len(dataset.queries), seconds, ranker)
         report.results = results
         return report
@@ -388,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluation.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
     evaluation.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid"])
+    evaluation.add_argument(
+        "--fusion", choices=["rrf", "weighted"], default="rrf", help="fusion of the hybrid mode"
+    )
     evaluation.add_argument("--limit-queries", type=int, default=0, help="only the first N queries")
     evaluation.add_argument(
         "--url",

@@ -84,7 +84,12 @@ async def ingest(
 
 
 async def evaluate(
-    client: httpx.AsyncClient, dataset: BeirDataset, modes: Sequence[str], *, progress: bool = True
+    client: httpx.AsyncClient,
+    dataset: BeirDataset,
+    modes: Sequence[str],
+    *,
+    fusion: str = "rrf",
+    progress: bool = True,
 ) -> tuple[list[ModeResult], str]:
     """Run every query in every mode; returns per-mode results and the keyword ranker in use."""
     results = []
@@ -95,7 +100,14 @@ async def evaluate(
             started = time.perf_counter()
             response = await client.post(
                 "/v1/search",
-                json={"query": text, "mode": mode, "limit": 100, "min_score": 0, "min_confidence": 0},
+                json={
+                    "query": text,
+                    "mode": mode,
+                    "fusion": fusion,
+                    "limit": 100,
+                    "min_score": 0,
+                    "min_confidence": 0,
+                },
             )
             latencies.append((time.perf_counter() - started) * 1000)
             response.raise_for_status()
@@ -110,7 +122,8 @@ async def evaluate(
             if progress and (number % 25 == 0 or number == len(dataset.queries)):
                 _progress(f"{mode}", number, len(dataset.queries))
         n = len(ndcg)
+        label = f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
         results.append(
-            ModeResult(mode, sum(ndcg) / n, sum(r10) / n, sum(r100) / n, sum(mrr) / n, summarise(latencies))
+            ModeResult(label, sum(ndcg) / n, sum(r10) / n, sum(r100) / n, sum(mrr) / n, summarise(latencies))
         )
     return results, ranker
