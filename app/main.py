@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
+from fastapi import FastAPI
 
 from app.api import code, documents, health, mcp, memories, scopes, search
 from app.api.openapi import install_openapi
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
-from app.errors import error_body, install_error_handlers
-from app.metrics import REQUEST_LATENCY
+from app.errors import install_error_handlers
+from app.middleware import RequestMiddleware
 from app.services.search import KEYWORD_RANKER
 from app.startup import check_embedder_identity, ensure_schema
 from app.state import ServiceState
@@ -33,11 +30,6 @@ Every `/v1` call needs `Authorization: Bearer <key>`. Roles: `reader` (search, r
 `writer` (+ writes), `admin` (+ scope settings). Errors are always
 `{"error": {"code", "message", "details"}}`.
 """
-
-
-def _route_template(request: Request) -> str:
-    route = request.scope.get("route")
-    return route.path if isinstance(route, APIRoute) else "unmatched"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -80,28 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
 
-    @app.middleware("http")
-    async def observe_latency(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        REQUEST_LATENCY.labels(request.method, _route_template(request), str(response.status_code)).observe(
-            time.perf_counter() - started
-        )
-        return response
-
-    @app.middleware("http")
-    async def reject_nul_in_url(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        # Bodies are checked by the models; a %00 in a path or query parameter would reach
-        # PostgreSQL (which cannot store U+0000) and surface as a 500.
-        if "\x00" in request.url.path or any("\x00" in v for _, v in request.query_params.multi_items()):
-            return JSONResponse(
-                error_body("validation_error", "the URL contains a NUL character (%00)"), status_code=422
-            )
-        return await call_next(request)
+    app.add_middleware(RequestMiddleware)
 
     app.include_router(health.router)
     app.include_router(memories.router)

@@ -14,8 +14,8 @@ from app.repositories.tenants import find_principal_by_hash
 from app.state import ServiceState
 
 
-def get_state(request: Request) -> ServiceState:
-    """The ServiceState built by the lifespan."""
+async def get_state(request: Request) -> ServiceState:
+    """The ServiceState built by the lifespan (async: a sync dependency would hop to a thread)."""
     state: ServiceState = request.app.state.service
     return state
 
