@@ -297,7 +297,7 @@ async def search(
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
     min_score = body.min_score if body.min_score is not None else state.settings.min_score
-    async with tenant_transaction(conn, tenant_ids):
+    async with tenant_transaction(conn, tenant_ids, durable=False):
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         plan = _plan(state, body, scope_settings, code=body.types is not None and set(body.types) == {"code"})
         half_life = (
@@ -392,7 +392,7 @@ async def recall(
     response: dict[str, Any] = {"results": [], "weights": {}, "embedding_used": False}
     vector = await _embed_query(state, parsed.text, timings) if not parsed.is_empty else None
     response["embedding_used"] = vector is not None
-    async with tenant_transaction(conn, tenant_ids):
+    async with tenant_transaction(conn, tenant_ids, durable=False):
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         weights = _recall_weights(body, scope_settings)
         response["weights"] = {
