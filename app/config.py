@@ -57,8 +57,8 @@ class Settings(BaseSettings):
     min_score: float = 0.1
     min_confidence: float = 0.2
     exact_scan_max_rows: int = Field(
-        default=20000,
-        description="Tenants with at most this many embedded rows get an exact vector scan, not HNSW.",
+        default=2000,
+        description="Tenants with at most this many embedded rows always get an exact vector scan.",
     )
     hnsw_ef_search: int = 100
 

@@ -203,13 +203,16 @@ async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UU
     return result.endswith(" 1")
 
 
-async def count_embedded(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> int:
-    """How many rows with embeddings the tenants hold (chooses exact vs HNSW search)."""
-    count: int = await conn.fetchval(
-        "SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[]) AND embedding IS NOT NULL",
+async def embedded_row_counts(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, int]:
+    """(rows with embeddings of the tenants, rows of the whole table from planner statistics)."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[]) AND embedding IS NOT NULL) AS mine, "
+        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'memory'::regclass) AS total",
         [uuid.UUID(t) for t in tenant_ids],
     )
-    return count
+    assert row is not None
+    mine = int(row["mine"])
+    return mine, max(mine, int(row["total"]))
 
 
 async def keyword_corpus_stats(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, float]:

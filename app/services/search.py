@@ -48,6 +48,9 @@ SUBSTRING_SCORE_SCALE = 0.5
 # BM25 ranks this many postings candidates per wanted row before the memory filters apply; most
 # searches filter little, so the full ranking is only needed when the filters are selective.
 KEYWORD_CANDIDATE_FACTOR = 5
+# HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
+# _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
+EXACT_SCAN_COST_RATIO = 5
 KEYWORD_MIN_CANDIDATES = 200
 
 
@@ -138,15 +141,26 @@ def _plan(state: ServiceState, body: SearchIn, scope_settings: ScopeSettings, *,
     return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k)
 
 
-async def _embedded_rows(state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]) -> int:
+async def _use_exact_scan(
+    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str], limit: int
+) -> bool:
+    """Exact scan or HNSW for the semantic leg, by their costs for this tenant.
+
+    An exact scan costs about one unit per tenant row; HNSW filtered to the tenant visits about
+    limit / share tuples, each a few times dearer (a heap check for the filter). Exact wins while
+    rows² ≤ EXACT_SCAN_COST_RATIO · limit · table rows, and always below exact_scan_max_rows.
+    """
     key = ",".join(sorted(tenant_ids))
     cached = state.tenant_sizes.get(key)
     now = time.monotonic()
     if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
-        return cached[1]
-    count = await memory_repo.count_embedded(conn, tenant_ids=tenant_ids)
-    state.tenant_sizes[key] = (now, count)
-    return count
+        rows, total = cached[1], cached[2]
+    else:
+        rows, total = await memory_repo.embedded_row_counts(conn, tenant_ids=tenant_ids)
+        state.tenant_sizes[key] = (now, rows, total)
+    if rows <= state.settings.exact_scan_max_rows:
+        return True
+    return rows * rows <= EXACT_SCAN_COST_RATIO * limit * total
 
 
 async def _keyword_stats(
@@ -217,10 +231,7 @@ async def rank_candidates(
         timings.add("keyword", started)
     if plan.semantic and vector is not None:
         started = time.perf_counter()
-        exact = (
-            force_exact
-            or await _embedded_rows(state, conn, f.tenant_ids) <= state.settings.exact_scan_max_rows
-        )
+        exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, limit)
         legs["semantic"] = await search_repo.search_by_vector(
             conn, f=f, query_vector=vector, limit=limit, exact=exact, min_similarity=min_similarity
         )
