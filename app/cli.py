@@ -306,27 +306,27 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 args.url, noise_key, bench.generate_memories(per_tenant, seed=100 + n), progress=False
             )
             print(f"noise tenant {n + 1}/{len(keys)} loaded ({per_tenant} memories)", flush=True)
-    queries = bench.generate_queries(500)
     results = []
-    for concurrency in args.concurrency:
-        for mode in args.modes:
-            endpoint = "recall" if mode == "recall" else "search"
-            results.append(
-                bench.run_load(
-                    args.url,
-                    key,
-                    scenario=args.scenario,
-                    endpoint=endpoint,
-                    mode=mode,
-                    queries=queries,
-                    concurrency=concurrency,
-                    duration_s=args.duration,
-                )
+    runs = [(c, m) for c in args.concurrency for m in args.modes]
+    for run, (concurrency, mode) in enumerate(runs):
+        # Fresh queries per run: a mode must not be measured on embeddings another one cached.
+        queries = bench.generate_queries(5000, seed=1000 + run)
+        results.append(
+            bench.run_load(
+                args.url,
+                key,
+                scenario=args.scenario,
+                endpoint="recall" if mode == "recall" else "search",
+                mode=mode,
+                queries=queries,
+                concurrency=concurrency,
+                duration_s=args.duration,
             )
-            print(bench.format_results(results[-1:]).splitlines()[-1], flush=True)
+        )
+        print(bench.format_results(results[-1:]).splitlines()[-1], flush=True)
     print()
     print(bench.format_results(results))
-    overlap = bench.recall_against_exact(args.url, key, queries[:100])
+    overlap = bench.recall_against_exact(args.url, key, bench.generate_queries(100, seed=999))
     print(f"\nsemantic recall@10 against exact search (100 queries): {overlap:.3f}")
     return 0
 

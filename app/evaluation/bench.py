@@ -126,7 +126,7 @@ def generate_memories(count: int, *, seed: int = 7) -> list[str]:
 
 
 def generate_queries(count: int, *, seed: int = 11) -> list[str]:
-    """Short agent-style questions over the same vocabulary."""
+    """Distinct short agent-style questions over the same vocabulary (so the embedding cache cannot hide cost)."""
     rng = random.Random(seed)
     templates = (
         "what does {s} think about {o}",
@@ -134,13 +134,22 @@ def generate_queries(count: int, *, seed: int = 11) -> list[str]:
         "when is {o} {w}",
         "{s} {o}",
         "anything about {o} {w}",
+        "{s} {v} {o}",
+        "did {s} mention {o} {w}",
+        "what did {s} say about {o} {w}",
     )
-    return [
-        rng.choice(templates).format(
-            s=rng.choice(_SUBJECTS).lower(), o=rng.choice(_OBJECTS), w=rng.choice(_WHEN)
+    out: dict[str, None] = {}
+    for _ in range(count * 20):
+        if len(out) == count:
+            break
+        query = rng.choice(templates).format(
+            s=rng.choice(_SUBJECTS).lower(),
+            v=rng.choice(_VERBS),
+            o=rng.choice(_OBJECTS),
+            w=rng.choice(_WHEN),
         )
-        for _ in range(count)
-    ]
+        out[query] = None
+    return list(out)
 
 
 @dataclass(slots=True)
