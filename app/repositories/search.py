@@ -158,32 +158,34 @@ async def search_by_bm25(
     sql = _Sql()
     where = _where(sql, f)
     tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
-    k1p, bp = sql.bind(k1), sql.bind(b)
-    cut = sql.bind(candidates)
+    # BM25's tf part is tf·(k1+1) / (tf + k1·(1−b) + k1·b/avgdl · dl); the constants are folded
+    # here and the (k1+1) factor applied to the final sum, so each posting costs three float ops.
+    length_free, per_length = sql.bind(k1 * (1 - b)), sql.bind(k1 * b / max(avg_doc_length, 1e-9))
     rows = await conn.fetch(
         f"""
         WITH q AS (
             SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', {sql.bind(query_text)}))) AS lexeme
-        ), df AS MATERIALIZED (
-            SELECT q.lexeme,
-                   (SELECT count(*) FROM keyword_posting d
-                     WHERE d.tenant_id = ANY({tenants}::uuid[]) AND d.lexeme = q.lexeme) AS n
-            FROM q
-        ), w AS (
-            -- greatest(): N is cached briefly and may trail a document frequency just written.
-            SELECT lexeme, ln(1 + (greatest({sql.bind(corpus_size)}::float8, n) - n + 0.5) / (n + 0.5)) AS idf
-            FROM df WHERE n > 0
+        ), w AS MATERIALIZED (
+            -- float8 throughout: numeric arithmetic here ran once per posting and cost a quarter
+            -- of the query. greatest(): N is cached briefly and may trail a fresh document frequency.
+            SELECT q.lexeme, ln(1 + (greatest({sql.bind(float(corpus_size))}::float8, df.n) - df.n + 0.5)
+                                / (df.n + 0.5)) AS idf
+            FROM q CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS n FROM keyword_posting d
+                WHERE d.tenant_id = ANY({tenants}::uuid[]) AND d.lexeme = q.lexeme
+            ) df
+            WHERE df.n > 0
         ), scored AS MATERIALIZED (
             SELECT p.tenant_id, p.memory_id,
-                   sum(w.idf * p.term_frequency * ({k1p}::float8 + 1)
-                       / (p.term_frequency + {k1p}::float8 * (1 - {bp}::float8
-                          + {bp}::float8 * p.document_length / {sql.bind(avg_doc_length)}::float8))) AS score
+                   sum(w.idf * p.term_frequency / (p.term_frequency + {length_free}::float8
+                       + {per_length}::float8 * p.document_length)) AS score
             FROM w JOIN keyword_posting p ON p.tenant_id = ANY({tenants}::uuid[]) AND p.lexeme = w.lexeme
             GROUP BY p.tenant_id, p.memory_id
             ORDER BY score DESC, p.memory_id
-            LIMIT {cut}::int
+            LIMIT {sql.bind(candidates)}::int
         )
-        SELECT m.id, s.score, m.created_at, m.path, (SELECT count(*) FROM scored) AS candidates
+        SELECT m.id, s.score * {sql.bind(k1 + 1)}::float8 AS score, m.created_at, m.path,
+               (SELECT count(*) FROM scored) AS candidates
         FROM scored s JOIN memory m ON m.tenant_id = s.tenant_id AND m.id = s.memory_id
         WHERE {where}
         ORDER BY s.score DESC, m.created_at DESC, m.id
