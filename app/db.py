@@ -52,6 +52,15 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool release hook: there is no session state to undo.
+
+    Everything recalld sets is transaction-local (tenant_transaction's set_config(..., true), xact
+    advisory locks), and asyncpg itself rolls back a transaction left open. The default reset sent
+    RESET ALL, CLOSE ALL and UNLISTEN on every release: a round trip per request for nothing.
+    """
+
+
 async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
     """The service's connection pool; created in the app lifespan only."""
     pool = await asyncpg.create_pool(
@@ -59,6 +68,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
         init=_init_connection,
+        reset=_keep_session,
         command_timeout=60,
         # Session defaults (they survive the pool's RESET ALL): HNSW keeps scanning until enough
         # rows pass the tenant/scope filters instead of returning a post-filtered handful.

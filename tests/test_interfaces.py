@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,7 +12,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
-from tests.conftest import TenantFactory
+from tests.conftest import TenantFactory, TenantKeys
 
 SPEC_OPERATION_IDS = {
     "memory_search",
@@ -239,3 +240,44 @@ async def test_unexpected_errors_are_500_without_internals(settings: Settings) -
         "error": {"code": "internal_error", "message": "internal server error", "details": None}
     }
     assert "secret" not in response.text and "Traceback" not in response.text
+
+
+async def test_search_and_recall_bodies_are_exactly_their_documented_models(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    """The retrieval routes skip response-model validation for speed: the bodies must still match it."""
+    from app.api.schemas import RecallOut, SearchOut
+
+    tenant = await make_tenant()
+    other = await make_tenant(operator=True)
+    fixture = Path(__file__).parent / "fixtures" / "swift-auth"
+    files = [
+        {"path": p.relative_to(fixture).as_posix(), "content": p.read_text()}
+        for p in fixture.rglob("*.swift")
+    ]
+    assert (
+        await client.put(
+            "/v1/code/files", json={"repository": "app", "files": files}, headers=tenant.headers()
+        )
+    ).status_code == 200
+    for t in (tenant, other):
+        stored = await client.post(
+            "/v1/facts", json={"content": "The boat is moored in Porto", "importance": 6}, headers=t.headers()
+        )
+        assert stored.status_code == 201
+    requests: list[tuple[str, dict[str, Any], TenantKeys]] = [
+        ("/v1/search", {"query": "boat in Porto"}, tenant),
+        ("/v1/search", {"query": "boat", "mode": "keyword", "min_score": 0}, tenant),
+        ("/v1/search", {"query": "", "symbol": "login", "types": ["code"], "depth": 2}, tenant),
+        ("/v1/search", {"query": "boat", "tenants": [tenant.name, other.name]}, other),
+        ("/v1/recall", {"topic": "where is the boat"}, tenant),
+    ]
+    for path, body, who in requests:
+        response = await client.post(
+            path, json=body, headers=who.headers("reader" if who is tenant else "admin")
+        )
+        assert response.status_code == 200, response.text
+        served = response.json()
+        assert served["results"], (path, body)
+        model = SearchOut if path == "/v1/search" else RecallOut
+        assert model.model_validate(served).model_dump(mode="json") == served, (path, body)
