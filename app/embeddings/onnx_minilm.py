@@ -126,6 +126,9 @@ class OnnxMiniLM:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Idle ORT threads spin by default; on a 2-core box that steals the core PostgreSQL and the
+        # event loop need, and made a 2-thread query embedding slower than 1 thread under load.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             str(onnx_dir / ONNX_FILE), options, providers=["CPUExecutionProvider"]
         )
