@@ -16,7 +16,7 @@ from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
 from app.middleware import RequestMiddleware
-from app.services.search import KEYWORD_RANKER
+from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_embedder_identity, ensure_schema
 from app.state import ServiceState
 

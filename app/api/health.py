@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.deps import StateDep
 from app.metrics import observe_pool
 from app.migrate import current_revision, head_revision
-from app.services.search import KEYWORD_RANKER
+from app.services.ranking import KEYWORD_RANKER
 
 router = APIRouter(tags=["health"])
 

@@ -38,6 +38,7 @@ from app.auth import Principal, Role
 from app.db import tenant_transaction
 from app.errors import ApiError
 from app.services import memories as memory_service
+from app.services import recall as recall_service
 from app.services import search as search_service
 from app.services.scopes import ScopeSettings, load_scope_settings, store_scope_settings
 from app.state import ServiceState
@@ -117,7 +118,7 @@ async def _search(state: ServiceState, conn: asyncpg.Connection, principal: Prin
 
 
 async def _recall(state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallIn) -> Any:
-    return (await search_service.recall(state, conn, principal, body))[0]
+    return (await recall_service.recall(state, conn, principal, body))[0]
 
 
 async def _get(state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: MemoryIdIn) -> Any:

@@ -1,0 +1,267 @@
+"""The retrieval legs shared by search and recall: plan, keyword and vector legs, fusion, query embedding."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import asyncpg
+
+from app.api.schemas import SearchIn
+from app.auth import Principal
+from app.embeddings.base import Vector
+from app.errors import ApiError
+from app.metrics import EMBEDDING_LATENCY, SEARCH_LEG_LATENCY
+from app.repositories import memories as memory_repo
+from app.repositories import search as search_repo
+from app.repositories.search import CandidateFilter, LegRow
+from app.repositories.tenants import get_tenants_by_names, list_tenants
+from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
+from app.retrieval.query import ParsedQuery, ilike_patterns
+from app.services.scopes import ScopeSettings
+from app.state import ServiceState
+
+DEFAULT_KINDS = ("fact", "rule", "episode", "document")
+# BM25 (k1 1.2, b 0.75) over per-tenant postings: the same ranker on every PostgreSQL.
+KEYWORD_RANKER = "bm25"
+SIZE_CACHE_SECONDS = 30.0
+# Substring matches are weak evidence: they count at most half of a keyword hit.
+SUBSTRING_SCORE_SCALE = 0.5
+# BM25 ranks this many postings candidates per wanted row before the memory filters apply; most
+# searches filter little, so the full ranking is only needed when the filters are selective.
+KEYWORD_CANDIDATE_FACTOR = 5
+# HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
+# _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
+EXACT_SCAN_COST_RATIO = 5
+KEYWORD_MIN_CANDIDATES = 200
+
+
+@dataclass(slots=True)
+class Timings:
+    """Server-side time per phase, reported in the Server-Timing header."""
+
+    spans: dict[str, float] = field(default_factory=dict)
+
+    def add(self, name: str, started: float) -> None:
+        """Record the time since `started` (perf_counter) under name."""
+        elapsed = time.perf_counter() - started
+        self.spans[name] = self.spans.get(name, 0.0) + elapsed
+        if name in ("semantic", "keyword"):
+            SEARCH_LEG_LATENCY.labels(name).observe(elapsed)
+
+    def header(self) -> str:
+        """Server-Timing header value."""
+        return ", ".join(f"{name};dur={seconds * 1000:.2f}" for name, seconds in self.spans.items())
+
+
+@dataclass(frozen=True, slots=True)
+class RankedHit:
+    """A fused candidate with what ordering and display need."""
+
+    hit: FusedHit
+    created_at: datetime
+    path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LegPlan:
+    """What to run: which legs, with which weights and fusion."""
+
+    semantic: bool
+    keyword: bool
+    fusion: str
+    weights: dict[str, float]
+    k: int
+
+
+async def resolve_tenants(
+    conn: asyncpg.Connection, principal: Principal, tenants: list[str] | None, all_tenants: bool
+) -> list[str]:
+    """The caller's tenant, or, for operator keys that ask for it, the requested tenants."""
+    if not tenants and not all_tenants:
+        return [principal.tenant_id]
+    if not principal.operator:
+        raise ApiError(403, "forbidden", "cross-tenant retrieval needs an operator key")
+    if all_tenants:
+        return [t.id for t in await list_tenants(conn)]
+    assert tenants is not None
+    found = await get_tenants_by_names(conn, names=tenants)
+    missing = sorted(set(tenants) - {t.name for t in found})
+    if missing:
+        raise ApiError(404, "not_found", f"unknown tenant {missing[0]}", {"missing": missing})
+    return [t.id for t in found]
+
+
+def plan_legs(state: ServiceState, body: SearchIn, scope_settings: ScopeSettings, *, code: bool) -> LegPlan:
+    """Legs, weights, fusion and k for a request: request over scope settings over service defaults."""
+    s = state.settings
+    embedder_ok = state.embedder is not None
+    semantic = embedder_ok and body.mode in ("hybrid", "semantic")
+    keyword = body.mode in ("hybrid", "keyword") or not embedder_ok
+    fusion: str = body.fusion
+    if body.fusion == "rrf" and scope_settings.fusion and "fusion" not in body.model_fields_set:
+        fusion = scope_settings.fusion
+    if fusion == "weighted":
+        defaults = {"semantic": s.weighted_vector_weight, "keyword": s.weighted_keyword_weight}
+    elif code:
+        defaults = {"semantic": s.code_semantic_weight, "keyword": s.code_keyword_weight}
+    else:
+        defaults = {"semantic": s.semantic_weight, "keyword": s.keyword_weight}
+    k = s.rrf_k
+    scoped = scope_settings.fusion_weights
+    if scoped is not None:
+        defaults = {
+            "semantic": scoped.semantic if scoped.semantic is not None else defaults["semantic"],
+            "keyword": scoped.keyword if scoped.keyword is not None else defaults["keyword"],
+        }
+        k = scoped.k or k
+    if body.weights is not None:
+        if body.weights.semantic is not None:
+            defaults["semantic"] = body.weights.semantic
+        if body.weights.keyword is not None:
+            defaults["keyword"] = body.weights.keyword
+        k = body.weights.k or k
+    return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k)
+
+
+async def _use_exact_scan(
+    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str], limit: int
+) -> bool:
+    """Exact scan or HNSW for the semantic leg, by their costs for this tenant.
+
+    An exact scan costs about one unit per tenant row; HNSW filtered to the tenant visits about
+    limit / share tuples, each a few times dearer (a heap check for the filter). Exact wins while
+    rows² ≤ EXACT_SCAN_COST_RATIO · limit · table rows, and always below exact_scan_max_rows.
+    """
+    key = ",".join(sorted(tenant_ids))
+    cached = state.tenant_sizes.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
+        rows, total = cached[1], cached[2]
+    else:
+        rows, total = await memory_repo.embedded_row_counts(conn, tenant_ids=tenant_ids)
+        state.tenant_sizes[key] = (now, rows, total)
+    if rows <= state.settings.exact_scan_max_rows:
+        return True
+    return rows * rows <= EXACT_SCAN_COST_RATIO * limit * total
+
+
+async def _keyword_stats(
+    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]
+) -> tuple[int, float]:
+    key = "stats:" + ",".join(sorted(tenant_ids))
+    cached = state.keyword_stats.get(key)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
+        return cached[1], cached[2]
+    n, avgdl = await memory_repo.keyword_corpus_stats(conn, tenant_ids=tenant_ids)
+    state.keyword_stats[key] = (now, n, avgdl)
+    return n, avgdl
+
+
+async def run_keyword_leg(
+    state: ServiceState, conn: asyncpg.Connection, f: CandidateFilter, parsed: ParsedQuery, limit: int
+) -> tuple[list[LegRow], str]:
+    """BM25 over the tenant's postings, else the substring tier; returns rows and their match type."""
+    query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
+    if query_text:
+        n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
+        cut: int | None = max(limit * KEYWORD_CANDIDATE_FACTOR, KEYWORD_MIN_CANDIDATES)
+        while True:
+            found = await search_repo.search_by_bm25(
+                conn,
+                f=f,
+                query_text=query_text,
+                corpus_size=n,
+                avg_doc_length=avgdl,
+                limit=limit,
+                candidates=cut,
+            )
+            # Filters (kind, scope, tags…) apply after the cut: when they left too few, rank everything.
+            if len(found.rows) >= limit or not found.truncated or cut is None:
+                break
+            cut = None
+        if found.rows:
+            return [
+                LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in found.rows
+            ], "bm25"
+    patterns = ilike_patterns(parsed)
+    if not patterns:
+        return [], "fulltext"
+    rows = await search_repo.search_by_substring(conn, f=f, patterns=patterns, limit=limit)
+    return [LegRow(r.id, r.score * SUBSTRING_SCORE_SCALE, r.created_at, r.path) for r in rows], "fulltext"
+
+
+async def rank_candidates(
+    state: ServiceState,
+    conn: asyncpg.Connection,
+    *,
+    f: CandidateFilter,
+    parsed: ParsedQuery,
+    vector: asyncio.Task[Vector | None] | None,
+    plan: LegPlan,
+    limit: int,
+    min_similarity: float | None,
+    timings: Timings,
+    force_exact: bool = False,
+) -> tuple[list[RankedHit], dict[str, str]]:
+    """Run the planned legs inside the open tenant transaction and fuse them."""
+    legs: dict[str, list[LegRow]] = {}
+    match_types: dict[str, str] = {}
+    if plan.keyword:
+        started = time.perf_counter()
+        legs["keyword"], match_types["keyword"] = await run_keyword_leg(state, conn, f, parsed, limit)
+        timings.add("keyword", started)
+    query_vector = await vector if plan.semantic and vector is not None else None
+    if query_vector is not None:
+        started = time.perf_counter()
+        exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, limit)
+        legs["semantic"] = await search_repo.search_by_vector(
+            conn, f=f, query_vector=query_vector, limit=limit, exact=exact, min_similarity=min_similarity
+        )
+        match_types["semantic"] = "semantic"
+        timings.add("semantic", started)
+    started = time.perf_counter()
+    leg_hits = {name: [LegHit(str(r.id), r.score) for r in rows] for name, rows in legs.items()}
+    weights = {name: plan.weights[name] for name in leg_hits}
+    if plan.fusion == "weighted":
+        fused = fuse_weighted(leg_hits, weights)
+    else:
+        fused = fuse_rrf(leg_hits, weights, k=plan.k, limit=limit)
+    info = {str(r.id): r for rows in legs.values() for r in rows}
+    ranked = [RankedHit(h, info[h.id].created_at, info[h.id].path) for h in fused]
+    timings.add("fuse", started)
+    return ranked, match_types
+
+
+async def _embed_query(state: ServiceState, text: str, timings: Timings) -> Vector | None:
+    if state.embedder is None:
+        return None
+    started = time.perf_counter()
+    vector = await state.embedder.embed_query(text)
+    EMBEDDING_LATENCY.labels("query").observe(time.perf_counter() - started)
+    timings.add("embed", started)
+    return vector
+
+
+def start_embedding(state: ServiceState, text: str, timings: Timings) -> asyncio.Task[Vector | None]:
+    """Embed the query in the background: the model's thread and PostgreSQL's keyword leg overlap."""
+    return asyncio.create_task(_embed_query(state, text, timings))
+
+
+def discard_embedding(task: asyncio.Task[Vector | None] | None) -> None:
+    """Stop waiting for an embedding the request no longer needs (it failed, or never used it)."""
+    if task is None:
+        return
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()  # retrieved: the request's own outcome is what gets reported
+
+
+async def embedding_used(task: asyncio.Task[Vector | None] | None) -> bool:
+    """Whether the request got a query embedding (false without an embedder)."""
+    return task is not None and await task is not None

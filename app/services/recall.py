@@ -1,0 +1,157 @@
+"""memory_recall: hybrid relevance over facts and rules, combined with importance, recency and confidence."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from app.api.schemas import RecallIn, SearchIn
+from app.auth import Principal
+from app.db import tenant_transaction
+from app.embeddings.base import Vector
+from app.repositories import memories as memory_repo
+from app.repositories.search import CandidateFilter
+from app.retrieval.query import ParsedQuery, parse_query
+from app.retrieval.scoring import (
+    RecallWeights,
+    effective_confidence,
+    recall_score,
+    recency_score,
+    tie_break_key,
+)
+from app.services.memories import memory_to_dict
+from app.services.ranking import (
+    Timings,
+    discard_embedding,
+    embedding_used,
+    plan_legs,
+    rank_candidates,
+    resolve_tenants,
+    start_embedding,
+)
+from app.services.scopes import ScopeSettings, load_scope_settings
+from app.state import ServiceState
+
+
+async def recall(
+    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallIn
+) -> tuple[dict[str, Any], Timings]:
+    """memory_recall: hybrid relevance over facts and rules, combined with importance, recency, confidence."""
+    timings = Timings()
+    total = time.perf_counter()
+    tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
+    parsed = parse_query(body.topic)
+    vector = start_embedding(state, parsed.text, timings) if not parsed.is_empty else None
+    try:
+        response = await _recall_in_transaction(
+            state, conn, principal, body, parsed, vector, tenant_ids, timings
+        )
+    finally:
+        discard_embedding(vector)
+    timings.add("total", total)
+    return response, timings
+
+
+async def _recall_in_transaction(
+    state: ServiceState,
+    conn: asyncpg.Connection,
+    principal: Principal,
+    body: RecallIn,
+    parsed: ParsedQuery,
+    vector: asyncio.Task[Vector | None] | None,
+    tenant_ids: list[str],
+    timings: Timings,
+) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
+    response: dict[str, Any] = {"results": [], "weights": {}, "embedding_used": False}
+    async with tenant_transaction(conn, tenant_ids, durable=False):
+        scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
+        weights = _recall_weights(body, scope_settings)
+        response["weights"] = {
+            "relevance": weights.relevance,
+            "importance": weights.importance,
+            "recency": weights.recency,
+            "confidence": weights.confidence,
+        }
+        if parsed.is_empty:
+            return response
+        search_body = SearchIn(query=body.topic, scope=body.scope, types=["fact", "rule"])
+        plan = plan_legs(state, search_body, scope_settings, code=False)
+        # Relevance ranks a wider pool than `limit`: importance and recency may lift a lower hit.
+        pool = min(max(body.limit * 5, 50), 200)
+        f = CandidateFilter(
+            tenant_ids=tenant_ids, kinds=("fact", "rule"), scope=body.scope, min_confidence=min_confidence
+        )
+        ranked, _ = await rank_candidates(
+            state,
+            conn,
+            f=f,
+            parsed=parsed,
+            vector=vector,
+            plan=plan,
+            limit=pool,
+            min_similarity=None,
+            timings=timings,
+        )
+        rows = await memory_repo.fetch_memories(
+            conn, tenant_ids=tenant_ids, ids=[uuid.UUID(r.hit.id) for r in ranked]
+        )
+        recency_half_life = scope_settings.recency_half_life_days or state.settings.recency_half_life_days
+        scored = []
+        for r in ranked:
+            row = rows.get(uuid.UUID(r.hit.id))
+            if row is None:
+                continue
+            conf = effective_confidence(row["confidence"], row["decay_rate"], row["last_confirmed_at"], now)
+            rec = recency_score(row["last_referenced_at"], row["created_at"], now, recency_half_life)
+            final = recall_score(
+                weights, relevance=r.hit.score, importance=row["importance"], recency=rec, confidence=conf
+            )
+            scored.append((final, r, conf, rec))
+        scored.sort(key=lambda item: tie_break_key(item[0], item[1].created_at, item[1].hit.id))
+        scored = scored[: body.limit]
+        bumped = await memory_repo.bump_references(
+            conn, tenant_ids=tenant_ids, ids=[uuid.UUID(item[1].hit.id) for item in scored]
+        )
+    results = []
+    for final, r, conf, rec in scored:
+        row = bumped.get(uuid.UUID(r.hit.id))
+        if row is None:
+            continue
+        item = memory_to_dict(row, now)
+        item.update(
+            score=round(final, 6),
+            relevance=round(r.hit.score, 6),
+            importance=row["importance"],
+            recency=round(rec, 6),
+            effective_confidence=round(conf, 6),
+        )
+        results.append(item)
+    response["results"] = results
+    response["embedding_used"] = await embedding_used(vector)
+    return response
+
+
+def _recall_weights(body: RecallIn, scope_settings: ScopeSettings) -> RecallWeights:
+    base = scope_settings.score_weights
+    weights = RecallWeights(
+        relevance=base.relevance if base else 0.4,
+        importance=base.importance if base else 0.3,
+        recency=base.recency if base else 0.2,
+        confidence=base.confidence if base else 0.1,
+    )
+    override = body.score_weights
+    if override is None:
+        return weights
+    return RecallWeights(
+        relevance=override.relevance if override.relevance is not None else weights.relevance,
+        importance=override.importance if override.importance is not None else weights.importance,
+        recency=override.recency if override.recency is not None else weights.recency,
+        confidence=override.confidence if override.confidence is not None else weights.confidence,
+    )
