@@ -287,6 +287,23 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from app.evaluation import bench
 
     key = _api_key(args, settings)
+    if args.scenario == "code":
+        from app.evaluation.code_bench import CodeBenchError, run_code_bench
+
+        try:
+            run_code_bench(
+                args.url,
+                key,
+                args.code_dirs,
+                args.modes,
+                args.concurrency,
+                args.duration,
+                args.skip_load,
+                args.seed,
+            )
+        except CodeBenchError as exc:
+            raise CliError(str(exc)) from exc
+        return 0
     if args.size and not args.skip_load:
         stats = bench.load_corpus(args.url, key, bench.generate_memories(args.size, seed=1))
         print(f"loaded {stats.items} memories in {stats.seconds:.1f}s ({stats.per_second:.0f}/s)", flush=True)
@@ -307,10 +324,11 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             )
             print(f"noise tenant {n + 1}/{len(keys)} loaded ({per_tenant} memories)", flush=True)
     results = []
-    runs = [(c, m) for c in args.concurrency for m in args.modes]
+    modes = args.modes or ["keyword", "semantic", "hybrid", "recall"]
+    runs = [(c, m) for c in args.concurrency for m in modes]
     for run, (concurrency, mode) in enumerate(runs):
         # Fresh queries per run: a mode must not be measured on embeddings another one cached.
-        queries = bench.generate_queries(5000, seed=1000 + run)
+        queries = bench.generate_queries(5000, seed=args.seed * 100 + run)
         results.append(
             bench.run_load(
                 args.url,
@@ -409,10 +427,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cmd.add_argument("--noise-tenants", type=int, default=0, help="other tenants to create and fill")
     bench_cmd.add_argument("--noise-size", type=int, default=0, help="memories spread over the other tenants")
     bench_cmd.add_argument("--skip-load", action="store_true", help="reuse what earlier runs loaded")
-    bench_cmd.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid", "recall"])
+    bench_cmd.add_argument(
+        "--modes", nargs="+", help="keyword semantic hybrid recall; code: hybrid multi-hop"
+    )
     bench_cmd.add_argument("--concurrency", nargs="+", type=int, default=[1])
     bench_cmd.add_argument("--duration", type=float, default=15.0, help="seconds per mode and concurrency")
-    bench_cmd.add_argument("--scenario", default="S1", help="label in the output table")
+    bench_cmd.add_argument("--scenario", default="S1", help="table label; 'code' times code search")
+    bench_cmd.add_argument(
+        "--seed",
+        type=int,
+        default=10,
+        help="query seed; give each repeated run its own so the server's embedding cache starts cold",
+    )
+    bench_cmd.add_argument("--code-dirs", nargs="+", default=[], help="source folders for --scenario code")
     bench_cmd.set_defaults(handler=_cmd_bench)
     return parser
 
