@@ -317,6 +317,16 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             return keys
 
         keys: list[str] = asyncio.run(_with_connection(settings, noise_keys))
+        if keys and not bench.key_is_known(args.url, keys[0]):
+            where = (
+                "DATABASE_URL"
+                if settings.database_url
+                else f"the data directory {settings.resolved_data_dir}"
+            )
+            raise CliError(
+                f"the noise tenants were created in {where}, but the server at {args.url} does not "
+                "know their keys: run bench with the server's RECALLD_DATA_DIR or DATABASE_URL"
+            )
         per_tenant = args.noise_size // max(args.noise_tenants, 1)
         for n, noise_key in enumerate(keys):
             bench.load_corpus(
@@ -424,7 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cmd.add_argument(
         "--size", type=int, default=10_000, help="memories to load into the measured tenant"
     )
-    bench_cmd.add_argument("--noise-tenants", type=int, default=0, help="other tenants to create and fill")
+    bench_cmd.add_argument(
+        "--noise-tenants",
+        type=int,
+        default=0,
+        help="other tenants to create (in this machine's data directory or DATABASE_URL, "
+        "which must be the server's) and fill",
+    )
     bench_cmd.add_argument("--noise-size", type=int, default=0, help="memories spread over the other tenants")
     bench_cmd.add_argument("--skip-load", action="store_true", help="reuse what earlier runs loaded")
     bench_cmd.add_argument(

@@ -187,6 +187,15 @@ def load_corpus(
     return LoadStats(len(texts), time.perf_counter() - started)
 
 
+def key_is_known(base_url: str, api_key: str) -> bool:
+    """True unless the server answers 401 to this key (an empty search changes nothing)."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    response = httpx.post(
+        f"{base_url.rstrip('/')}/v1/search", json={"query": ""}, headers=headers, timeout=30
+    )
+    return response.status_code != 401
+
+
 def _parse_server_timing(header: str | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for part in (header or "").split(","):
