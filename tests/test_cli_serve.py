@@ -69,6 +69,10 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen[str]:
     )
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_ready(port: int, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -259,6 +263,9 @@ def test_cli_tenants_scopes_import_and_index_watch(data_dir: Path, tmp_path: Pat
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            # A shell without job control starts background commands with SIGINT ignored, and the
+            # child would inherit that (then Ctrl-C cannot reach it): give it a terminal's default.
+            preexec_fn=_default_sigint,
         )
         assert watcher.stdout is not None
         assert watcher.stdout.readline().startswith("uploaded 4, unchanged 0, failed 0, removed 0")
