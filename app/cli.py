@@ -283,6 +283,9 @@ def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+MEMORY_BENCH_MODES = ("keyword", "semantic", "hybrid", "recall")
+
+
 def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from app.evaluation import bench
 
@@ -334,7 +337,10 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             )
             print(f"noise tenant {n + 1}/{len(keys)} loaded ({per_tenant} memories)", flush=True)
     results = []
-    modes = args.modes or ["keyword", "semantic", "hybrid", "recall"]
+    modes = args.modes or list(MEMORY_BENCH_MODES)
+    unknown = sorted(set(modes) - set(MEMORY_BENCH_MODES))
+    if unknown:
+        raise CliError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MEMORY_BENCH_MODES)}")
     runs = [(c, m) for c in args.concurrency for m in modes]
     for run, (concurrency, mode) in enumerate(runs):
         # Fresh queries per run: a mode must not be measured on embeddings another one cached.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,28 @@ def test_code_bench_refuses_unknown_modes_and_missing_folders() -> None:
         run_code_bench("http://127.0.0.1:9", "k", [str(FIXTURE)], ["semantic"], [1], 1.0, True)
     with pytest.raises(CodeBenchError, match="not a directory"):
         run_code_bench("http://127.0.0.1:9", "k", ["/nonexistent/src"], None, [1], 1.0, True)
+
+
+def test_bench_refuses_unknown_modes_before_sending_anything() -> None:
+    # Port 9 has no server: reaching it would fail differently.
+    command = [
+        "bench",
+        "--url",
+        "http://127.0.0.1:9",
+        "--key",
+        "k",
+        "--skip-load",
+        "--modes",
+        "hybrid",
+        "multi-hop",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr == "recalld: unknown mode(s) multi-hop; choose from keyword, semantic, hybrid, recall\n"
+    )
