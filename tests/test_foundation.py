@@ -6,6 +6,7 @@ import uuid
 
 import asyncpg
 import httpx
+import psutil
 import pytest
 
 from app.db import tenant_transaction
@@ -23,6 +24,13 @@ async def test_healthz_and_readyz(client: httpx.AsyncClient) -> None:
     assert body["checks"]["embedder"]["loaded"] is True
     assert body["checks"]["embedder"]["model"] == "all-MiniLM-L6-v2"
     assert body["checks"]["keyword_ranker"] == "bm25"
+
+
+async def test_embedded_postgres_buffer_cache_is_sized_to_the_machine(admin_conn: asyncpg.Connection) -> None:
+    ram_mb = psutil.virtual_memory().total // 2**20
+    expected_mb = max(128, min(ram_mb // 8, 1024))
+    shown = await admin_conn.fetchval("SHOW shared_buffers")
+    assert shown == (f"{expected_mb // 1024}GB" if expected_mb % 1024 == 0 else f"{expected_mb}MB")
 
 
 async def test_missing_and_bad_keys_are_401(client: httpx.AsyncClient) -> None:
