@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -247,19 +248,22 @@ async def _embed_query(state: ServiceState, text: str, timings: Timings) -> Vect
     return vector
 
 
-def start_embedding(state: ServiceState, text: str, timings: Timings) -> asyncio.Task[Vector | None]:
-    """Embed the query in the background: the model's thread and PostgreSQL's keyword leg overlap."""
-    return asyncio.create_task(_embed_query(state, text, timings))
-
-
-def discard_embedding(task: asyncio.Task[Vector | None] | None) -> None:
-    """Stop waiting for an embedding the request no longer needs (it failed, or never used it)."""
-    if task is None:
-        return
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()  # retrieved: the request's own outcome is what gets reported
+@asynccontextmanager
+async def query_embedding(
+    state: ServiceState, text: str, timings: Timings, *, wanted: bool
+) -> AsyncIterator[asyncio.Task[Vector | None] | None]:
+    """The query's embedding as a background task for the block; abandoned on the way out."""
+    # The model's thread runs while PostgreSQL does the keyword leg; a task nobody awaited (an
+    # error, a keyword-only plan) is cancelled or its exception retrieved, never left dangling.
+    task = asyncio.create_task(_embed_query(state, text, timings)) if wanted else None
+    try:
+        yield task
+    finally:
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()  # retrieved: the request's own outcome is what gets reported
 
 
 async def embedding_used(task: asyncio.Task[Vector | None] | None) -> bool:

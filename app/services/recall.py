@@ -27,12 +27,11 @@ from app.retrieval.scoring import (
 from app.services.memories import memory_to_dict
 from app.services.ranking import (
     Timings,
-    discard_embedding,
     embedding_used,
     plan_legs,
+    query_embedding,
     rank_candidates,
     resolve_tenants,
-    start_embedding,
 )
 from app.services.scopes import ScopeSettings, load_scope_settings
 from app.state import ServiceState
@@ -46,13 +45,10 @@ async def recall(
     total = time.perf_counter()
     tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
     parsed = parse_query(body.topic)
-    vector = start_embedding(state, parsed.text, timings) if not parsed.is_empty else None
-    try:
+    async with query_embedding(state, parsed.text, timings, wanted=not parsed.is_empty) as vector:
         response = await _recall_in_transaction(
             state, conn, principal, body, parsed, vector, tenant_ids, timings
         )
-    finally:
-        discard_embedding(vector)
     timings.add("total", total)
     return response, timings
 

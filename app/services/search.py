@@ -29,12 +29,11 @@ from app.services.ranking import (
     KEYWORD_RANKER,
     RankedHit,
     Timings,
-    discard_embedding,
     embedding_used,
     plan_legs,
+    query_embedding,
     rank_candidates,
     resolve_tenants,
-    start_embedding,
 )
 from app.services.scopes import load_scope_settings
 from app.state import ServiceState
@@ -75,13 +74,10 @@ async def search(
     if parsed.is_empty and not body.symbol:
         return _search_response(state, body), timings
     embed = state.embedder is not None and body.mode != "keyword" and not parsed.is_empty
-    vector = start_embedding(state, parsed.text, timings) if embed else None
-    try:
+    async with query_embedding(state, parsed.text, timings, wanted=embed) as vector:
         response = await _search_in_transaction(
             state, conn, principal, body, parsed, vector, tenant_ids, timings
         )
-    finally:
-        discard_embedding(vector)
     timings.add("total", total)
     return response, timings
 
