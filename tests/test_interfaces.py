@@ -281,3 +281,28 @@ async def test_search_and_recall_bodies_are_exactly_their_documented_models(
         assert served["results"], (path, body)
         model = SearchOut if path == "/v1/search" else RecallOut
         assert model.model_validate(served).model_dump(mode="json") == served, (path, body)
+
+
+async def test_search_and_recall_report_their_phases_in_server_timing(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    """recalld bench reads these: every phase that costs time is named, and total covers them."""
+    tenant = await make_tenant()
+    stored = await client.post(
+        "/v1/facts", json={"content": "The kayak is stored in Lisbon"}, headers=tenant.headers()
+    )
+    assert stored.status_code == 201
+    for path, body in (
+        ("/v1/search", {"query": "kayak in Lisbon"}),
+        ("/v1/recall", {"topic": "kayak in Lisbon"}),
+    ):
+        response = await client.post(path, json=body, headers=tenant.headers())
+        assert response.status_code == 200
+        phases = {
+            name: float(duration)
+            for name, _, duration in (
+                part.strip().partition(";dur=") for part in response.headers["server-timing"].split(",")
+            )
+        }
+        assert {"embed", "keyword", "semantic", "fuse", "fetch", "total"} <= set(phases), (path, phases)
+        assert phases["total"] >= phases["keyword"] + phases["semantic"] + phases["fetch"], (path, phases)

@@ -95,9 +95,11 @@ async def _recall_in_transaction(
             min_similarity=None,
             timings=timings,
         )
+        started = time.perf_counter()
         rows = await memory_repo.fetch_memories(
             conn, tenant_ids=tenant_ids, ids=[uuid.UUID(r.hit.id) for r in ranked]
         )
+        timings.add("fetch", started)
         recency_half_life = scope_settings.recency_half_life_days or state.settings.recency_half_life_days
         scored = []
         for r in ranked:
@@ -112,9 +114,11 @@ async def _recall_in_transaction(
             scored.append((final, r, conf, rec))
         scored.sort(key=lambda item: tie_break_key(item[0], item[1].created_at, item[1].hit.id))
         scored = scored[: body.limit]
+        started = time.perf_counter()
         bumped = await memory_repo.bump_references(
             conn, tenant_ids=tenant_ids, ids=[uuid.UUID(item[1].hit.id) for item in scored]
         )
+        timings.add("fetch", started)
     results = []
     for final, r, conf, rec in scored:
         row = bumped.get(uuid.UUID(r.hit.id))
