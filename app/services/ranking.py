@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -137,30 +137,26 @@ async def _use_exact_scan(
     limit / share tuples, each a few times dearer (a heap check for the filter). Exact wins while
     rows² ≤ EXACT_SCAN_COST_RATIO · limit · table rows, and always below exact_scan_max_rows.
     """
-    key = ",".join(sorted(tenant_ids))
-    cached = state.tenant_sizes.get(key)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
-        rows, total = cached[1], cached[2]
-    else:
-        rows, total = await memory_repo.embedded_row_counts(conn, tenant_ids=tenant_ids)
-        state.tenant_sizes[key] = (now, rows, total)
+    rows, total = await _recent(
+        state.tenant_sizes,
+        ",".join(sorted(tenant_ids)),
+        lambda: memory_repo.embedded_row_counts(conn, tenant_ids=tenant_ids),
+    )
     if rows <= state.settings.exact_scan_max_rows:
         return True
     return rows * rows <= EXACT_SCAN_COST_RATIO * limit * total
 
 
-async def _keyword_stats(
-    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]
-) -> tuple[int, float]:
-    key = "stats:" + ",".join(sorted(tenant_ids))
-    cached = state.keyword_stats.get(key)
+async def _recent[T](cache: dict[str, tuple[float, T]], key: str, load: Callable[[], Awaitable[T]]) -> T:
+    # Tenant sizes and BM25's N/avgdl move slowly: up to SIZE_CACHE_SECONDS of staleness saves a
+    # count per search.
     now = time.monotonic()
-    if cached is not None and now - cached[0] < SIZE_CACHE_SECONDS:
-        return cached[1], cached[2]
-    n, avgdl = await memory_repo.keyword_corpus_stats(conn, tenant_ids=tenant_ids)
-    state.keyword_stats[key] = (now, n, avgdl)
-    return n, avgdl
+    hit = cache.get(key)
+    if hit is not None and now - hit[0] < SIZE_CACHE_SECONDS:
+        return hit[1]
+    value = await load()
+    cache[key] = (now, value)
+    return value
 
 
 async def run_keyword_leg(
@@ -169,7 +165,11 @@ async def run_keyword_leg(
     """BM25 over the tenant's postings, else the substring tier; returns rows and their match type."""
     query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
     if query_text:
-        n, avgdl = await _keyword_stats(state, conn, f.tenant_ids)
+        n, avgdl = await _recent(
+            state.keyword_stats,
+            ",".join(sorted(f.tenant_ids)),
+            lambda: memory_repo.keyword_corpus_stats(conn, tenant_ids=f.tenant_ids),
+        )
         cut: int | None = max(limit * KEYWORD_CANDIDATE_FACTOR, KEYWORD_MIN_CANDIDATES)
         while True:
             found = await search_repo.search_by_bm25(
