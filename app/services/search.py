@@ -132,13 +132,14 @@ async def _search_in_transaction(
         candidates = [
             Candidate(
                 id=r.hit.id,
-                score=r.hit.score * temporal_decay(r.path, now, half_life),
+                score=r.hit.score * decay,
                 created_at=r.created_at,
                 match_type=_match_type(r.hit, match_types),
-                decay=temporal_decay(r.path, now, half_life),
+                decay=decay,
                 hit=r.hit,
             )
             for r in ranked
+            for decay in (temporal_decay(r.path, now, half_life),)
         ]
         if body.symbol or body.depth:
             started = time.perf_counter()
