@@ -70,7 +70,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         init=_init_connection,
         reset=_keep_session,
         command_timeout=60,
-        # Session defaults (they survive the pool's RESET ALL): HNSW keeps scanning until enough
+        # Session defaults, set once per connection: HNSW keeps scanning until enough
         # rows pass the tenant/scope filters instead of returning a post-filtered handful.
         server_settings={
             "hnsw.iterative_scan": "strict_order",
