@@ -18,9 +18,8 @@ from typing import Any
 import httpx
 
 from app.evaluation.bench import LoadResult, format_results, run_load
-from app.ingest.code_indexer import CODE_SUFFIXES, MAX_FILE_BYTES, CodeIndexStats, index_code
+from app.ingest.code_indexer import CodeIndexStats, index_code, source_files
 from app.ingest.code_parser import parse_code, split_identifier
-from app.ingest.indexer import iter_files
 
 # Ordered small to large; together about 20,000 chunks, of which SQLAlchemy alone is over half.
 DEFAULT_PACKAGES = ("httpx", "starlette", "fastapi", "pydantic", "alembic", "sqlalchemy")
@@ -89,17 +88,13 @@ def _version(module: str) -> str:
         return "unknown version"
 
 
-def _source_files(root: Path) -> list[Path]:
-    # The same selection as `recalld index --code`, so the local parse matches what is uploaded.
-    return [p for p in iter_files(root, CODE_SUFFIXES) if p.stat().st_size <= MAX_FILE_BYTES]
-
-
 def scan_corpus(roots: list[Path], labels: list[str]) -> Corpus:
     """Parse the corpus locally with the server's parser: chunk counts and the symbols to query."""
     corpus = Corpus(roots, labels)
     for root in roots:
         repository = root.resolve().name
-        for path in _source_files(root):
+        # The files `recalld index --code` uploads, so the local parse matches the server's.
+        for path in source_files(root):
             rel = path.relative_to(root).as_posix()
             chunks = parse_code(rel, path.read_text(errors="replace"))
             corpus.files += 1

@@ -41,6 +41,11 @@ class CodeIndexStats:
         )
 
 
+def source_files(root: Path) -> list[Path]:
+    """The files `recalld index --code` uploads: source suffixes, .gitignore respected, ≤ 1 MiB."""
+    return [p for p in iter_files(root, CODE_SUFFIXES) if p.stat().st_size <= MAX_FILE_BYTES]
+
+
 def index_code(client: httpx.Client, root: Path, *, repository: str, progress: bool = True) -> CodeIndexStats:
     """Upload changed source files, remove files that disappeared, skip the rest."""
     started = time.perf_counter()
@@ -48,7 +53,7 @@ def index_code(client: httpx.Client, root: Path, *, repository: str, progress: b
     listing = client.get("/v1/code/files", params={"repository": repository})
     listing.raise_for_status()
     stored = {f["path"]: f["content_hash"] for f in listing.json()["files"]}
-    files = [p for p in iter_files(root, CODE_SUFFIXES) if p.stat().st_size <= MAX_FILE_BYTES]
+    files = source_files(root)
     bar = Progress(len(files)) if progress else None
     batch: list[dict[str, str]] = []
     size = 0
