@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
 #   ./dev.sh serve   install into .venv (first run) and start recalld with embedded PostgreSQL
-#   ./dev.sh test    install dev tools and run ruff, mypy --strict and pytest
+#   ./dev.sh test    install dev tools and run ruff, mypy --strict, import-linter and pytest
 #   ./dev.sh <args>  any other recalld command, e.g. ./dev.sh keys create --tenant default --role reader
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -51,6 +51,7 @@ case "$cmd" in
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy
+        .venv/bin/lint-imports
         exec .venv/bin/pytest "$@"
         ;;
     *)

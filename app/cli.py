@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -15,10 +14,10 @@ from typing import Any
 
 import asyncpg
 
-from app.auth import Role, mint_key
 from app.config import Settings, get_settings
 from app.db import connect, resolve_dsn
-from app.repositories import tenants as tenant_repo
+from app.errors import ApiError
+from app.services import tenants as tenant_service
 from app.startup import StartupError, ensure_schema
 
 log = logging.getLogger("recalld.cli")
@@ -44,40 +43,6 @@ async def _with_connection(settings: Settings, work: Callable[[asyncpg.Connectio
         await conn.close()
 
 
-async def create_key(conn: asyncpg.Connection, *, tenant: str, role: Role, operator: bool) -> str:
-    """Mint and store a key for a tenant by name; returns the plain key."""
-    found = await tenant_repo.get_tenant_by_name(conn, name=tenant)
-    if found is None:
-        raise CliError(f"no tenant named {tenant!r} (create it with `recalld tenants create {tenant}`)")
-    key = mint_key()
-    await tenant_repo.insert_api_key(
-        conn,
-        tenant_id=found.id,
-        prefix=key.prefix,
-        key_hash=key.key_hash,
-        role=role,
-        operator=operator,
-    )
-    return key.plain
-
-
-async def bootstrap(conn: asyncpg.Connection, settings: Settings) -> str | None:
-    """On a database without tenants: create `default` and an admin key, saved 0600 in the data dir."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(72410002)")
-        if await tenant_repo.count_tenants(conn) > 0:
-            return None
-        await tenant_repo.create_tenant(conn, name="default")
-        plain = await create_key(conn, tenant="default", role="admin", operator=False)
-    path = settings.admin_key_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(plain + "\n")
-    os.chmod(path, 0o600)
-    return plain
-
-
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
@@ -90,7 +55,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     logging.getLogger("recalld").setLevel(settings.log_level.upper())
 
     async def prepare() -> str | None:
-        return await _with_connection(settings, lambda conn: bootstrap(conn, settings))  # type: ignore[no-any-return]
+        return await _with_connection(  # type: ignore[no-any-return]
+            settings, lambda conn: tenant_service.bootstrap(conn, settings.admin_key_path)
+        )
 
     key = asyncio.run(prepare())
     if key is not None:
@@ -116,17 +83,9 @@ def _cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
 def _cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
     async def work(conn: asyncpg.Connection) -> None:
         if args.tenants_command == "create":
-            try:
-                tenant = await tenant_repo.create_tenant(conn, name=args.name)
-            except asyncpg.UniqueViolationError as exc:
-                raise CliError(f"tenant {args.name!r} already exists") from exc
-            except asyncpg.CheckViolationError as exc:
-                raise CliError(
-                    f"invalid tenant name {args.name!r}: letters, digits, '_', '.', '-' (max 64)"
-                ) from exc
-            print(tenant.id)
+            print((await tenant_service.create_tenant(conn, args.name)).id)
         else:
-            for tenant in await tenant_repo.list_tenants(conn):
+            for tenant in await tenant_service.list_tenants(conn):
                 print(f"{tenant.name}\t{tenant.id}")
 
     asyncio.run(_with_connection(settings, work))
@@ -136,12 +95,13 @@ def _cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
     async def work(conn: asyncpg.Connection) -> None:
         if args.keys_command == "create":
-            print(await create_key(conn, tenant=args.tenant, role=args.role, operator=args.operator))
+            print(
+                await tenant_service.create_key(
+                    conn, tenant=args.tenant, role=args.role, operator=args.operator
+                )
+            )
             return
-        prefix = args.key_prefix.removeprefix("rk_").split("_")[0]
-        count = await tenant_repo.revoke_keys_by_prefix(conn, prefix=prefix)
-        if count == 0:
-            raise CliError(f"no live key with prefix {args.key_prefix!r}")
+        count = await tenant_service.revoke_keys(conn, args.key_prefix)
         print(f"revoked {count} key(s)", file=sys.stderr)
 
     asyncio.run(_with_connection(settings, work))
@@ -149,9 +109,7 @@ def _cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
-    from app.api.schemas import SCOPE_PATTERN
-    from app.errors import ApiError
-    from app.services.scopes import parse_butler_toml, store_scope_settings
+    from app.services.scopes import check_scope_name, parse_butler_toml, store_scope_settings
 
     try:
         text = Path(args.file).read_text()
@@ -167,14 +125,10 @@ def _cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
     scope = args.scope or name
     if not scope:
         raise CliError("butler.toml has no [butler] name; pass --scope")
-    # The same rule as the API's {scope} path, so the imported scope can be addressed there.
-    if not re.fullmatch(SCOPE_PATTERN, scope) or len(scope) > 64:
-        raise CliError(f"invalid scope name {scope!r}: letters, digits, '_', '.', ':', '-' (max 64)")
+    check_scope_name(scope)
 
     async def work(conn: asyncpg.Connection) -> None:
-        tenant = await tenant_repo.get_tenant_by_name(conn, name=args.tenant)
-        if tenant is None:
-            raise CliError(f"no tenant named {args.tenant!r}")
+        tenant = await tenant_service.tenant_by_name(conn, args.tenant)
         await store_scope_settings(conn, tenant_id=tenant.id, scope=scope, settings=scope_settings)
         print(f"imported settings for scope {scope!r} of tenant {args.tenant!r}", file=sys.stderr)
 
@@ -257,8 +211,8 @@ def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         dsn = await _prepare(settings)
         conn = await connect(dsn)
         try:
-            tenant = await tenant_repo.create_tenant(conn, name=f"eval-{os.urandom(4).hex()}")
-            key = await create_key(conn, tenant=tenant.name, role="writer", operator=False)
+            tenant = await tenant_service.create_tenant(conn, f"eval-{os.urandom(4).hex()}")
+            key = await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
             app = create_app(settings)
             try:
                 async with app.router.lifespan_context(app):
@@ -269,7 +223,7 @@ def _cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                     ) as client:
                         return await run(client)
             finally:
-                await conn.execute("DELETE FROM tenant WHERE id = $1::uuid", tenant.id)
+                await tenant_service.delete_tenant(conn, tenant.id)
         finally:
             await conn.close()
 
@@ -315,8 +269,10 @@ def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         async def noise_keys(conn: asyncpg.Connection) -> list[str]:
             keys = []
             for n in range(args.noise_tenants):
-                tenant = await tenant_repo.create_tenant(conn, name=f"bench-noise-{os.urandom(3).hex()}-{n}")
-                keys.append(await create_key(conn, tenant=tenant.name, role="writer", operator=False))
+                tenant = await tenant_service.create_tenant(conn, f"bench-noise-{os.urandom(3).hex()}-{n}")
+                keys.append(
+                    await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
+                )
             return keys
 
         keys: list[str] = asyncio.run(_with_connection(settings, noise_keys))
@@ -493,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.handler(args, settings)
     except (CliError, StartupError) as exc:
         print(f"recalld: {exc}", file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(f"recalld: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

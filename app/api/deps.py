@@ -8,9 +8,9 @@ from typing import Annotated
 import asyncpg
 from fastapi import Depends, Request
 
-from app.auth import Principal, Role, hash_key, parse_bearer
+from app.auth import Principal, Role, parse_bearer
 from app.errors import ApiError
-from app.repositories.tenants import find_principal_by_hash
+from app.services.tenants import authenticate
 from app.state import ServiceState
 
 
@@ -35,7 +35,7 @@ async def get_principal(
     plain = parse_bearer(request.headers.get("authorization"))
     if plain is None:
         raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>'")
-    principal = await find_principal_by_hash(conn, key_hash=hash_key(plain))
+    principal = await authenticate(conn, plain)
     if principal is None:
         raise ApiError(401, "unauthorized", "invalid or revoked API key")
     return principal

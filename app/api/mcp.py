@@ -114,11 +114,11 @@ class Tool:
 
 
 async def _search(state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: SearchIn) -> Any:
-    return (await search_service.search(state, conn, principal, body))[0]
+    return (await search_service.search(state, conn, principal, body.to_domain()))[0]
 
 
 async def _recall(state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallIn) -> Any:
-    return (await recall_service.recall(state, conn, principal, body))[0]
+    return (await recall_service.recall(state, conn, principal, body.to_domain()))[0]
 
 
 async def _get(state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: MemoryIdIn) -> Any:
@@ -128,7 +128,7 @@ async def _get(state: ServiceState, conn: asyncpg.Connection, principal: Princip
 async def _store(
     state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: FactIn | RuleIn | EpisodeIn
 ) -> Any:
-    return (await memory_service.write_memories(conn, state.embedder, principal, [body]))[0]
+    return (await memory_service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
 
 
 async def _store_batch(

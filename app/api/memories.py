@@ -49,7 +49,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store a fact; with `supersedes`, the old fact is marked superseded in the same transaction."""
-    return (await service.write_memories(conn, state.embedder, principal, [body]))[0]
+    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
 
 
 @router.post(
@@ -62,7 +62,7 @@ async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Wr
 )
 async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store a rule or learned preference (confidence defaults to 0.5)."""
-    return (await service.write_memories(conn, state.embedder, principal, [body]))[0]
+    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
 
 
 @router.post(
@@ -75,7 +75,7 @@ async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Wr
 )
 async def store_episode(body: EpisodeIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store an episode of a butler (expires after 7 days unless expires_at says otherwise)."""
-    return (await service.write_memories(conn, state.embedder, principal, [body]))[0]
+    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
 
 
 @router.post(
@@ -88,7 +88,11 @@ async def store_episode(body: EpisodeIn, state: StateDep, conn: ConnDep, princip
 )
 async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """All or nothing; answers the stored memories in request order; embeds in batches."""
-    return {"items": await service.write_memories(conn, state.embedder, principal, body.items)}
+    return {
+        "items": await service.write_memories(
+            conn, state.embedder, principal, [i.to_draft() for i in body.items]
+        )
+    }
 
 
 @router.get(

@@ -8,9 +8,11 @@ from uuid import UUID
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from app.services import requests
+from app.services.scopes import MAX_SCOPE_CHARS, SCOPE_PATTERN
+
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 4000
-SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 MIN_YEAR, MAX_YEAR = 1900, 9998
 CLOCK_SKEW = timedelta(minutes=5)
 MemoryType = Literal["fact", "rule", "episode", "document", "code"]
@@ -70,7 +72,7 @@ ScopeName = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=64,
+        max_length=MAX_SCOPE_CHARS,
         pattern=SCOPE_PATTERN,
         description="Scope (usually a butler/agent name); `global` is visible from every scope.",
     ),
@@ -113,6 +115,19 @@ class MemoryCommon(StrictModel):
         None, description="When it happened; defaults to now (set it when importing older memories)."
     )
 
+    def _draft(self, kind: requests.MemoryKind, **fields: Any) -> requests.MemoryDraft:
+        return requests.MemoryDraft(
+            kind=kind,
+            content=self.content,
+            importance=self.importance,
+            scope=self.scope,
+            tags=self.tags,
+            metadata=self.metadata,
+            idempotency_key=self.idempotency_key,
+            created_at=self.created_at,
+            **fields,
+        )
+
 
 class FactIn(MemoryCommon):
     """A fact: subject–predicate–content with a confidence that fades unless confirmed."""
@@ -141,6 +156,18 @@ class FactIn(MemoryCommon):
         None, description="Id of a fact this one replaces; it becomes superseded."
     )
 
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this fact."""
+        return self._draft(
+            "fact",
+            subject=self.subject,
+            predicate=self.predicate,
+            confidence=self.confidence,
+            decay_rate=self.decay_rate,
+            last_confirmed_at=self.last_confirmed_at,
+            supersedes=self.supersedes,
+        )
+
 
 class RuleIn(MemoryCommon):
     """A rule or learned preference; like a fact without subject/predicate."""
@@ -153,6 +180,16 @@ class RuleIn(MemoryCommon):
     decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
     last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
+
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this rule."""
+        return self._draft(
+            "rule",
+            confidence=self.confidence,
+            decay_rate=self.decay_rate,
+            last_confirmed_at=self.last_confirmed_at,
+            supersedes=self.supersedes,
+        )
 
 
 class EpisodeIn(MemoryCommon):
@@ -171,6 +208,12 @@ class EpisodeIn(MemoryCommon):
     expires_at: Timestamp | None = Field(
         None, description="Defaults to now + 7 days; expired episodes vanish."
     )
+
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this episode."""
+        return self._draft(
+            "episode", butler=self.butler, session_id=self.session_id, expires_at=self.expires_at
+        )
 
 
 class BatchFact(FactIn):
@@ -284,6 +327,15 @@ class SearchFilters(StrictModel):
     created_before: Timestamp | None = Field(None, description="Only memories created before this time.")
     metadata: dict[str, Any] | None = Field(None, description="Equality on top-level metadata keys.")
 
+    def to_domain(self) -> requests.SearchFilters:
+        """The service's view of these filters."""
+        return requests.SearchFilters(
+            tags=self.tags,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            metadata=self.metadata,
+        )
+
 
 class FusionWeights(StrictModel):
     """Per-request fusion weights; unset values come from scope settings, then defaults."""
@@ -293,6 +345,10 @@ class FusionWeights(StrictModel):
     )
     keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg (default 1.0).")
     k: int | None = Field(None, ge=1, le=1000, description="RRF k (default 60).")
+
+    def to_domain(self) -> requests.FusionWeights:
+        """The service's view of these weights."""
+        return requests.FusionWeights(semantic=self.semantic, keyword=self.keyword, k=self.k)
 
 
 class SearchIn(StrictModel):
@@ -358,6 +414,31 @@ class SearchIn(StrictModel):
         False,
         description="Force an exact vector scan instead of HNSW (slower; for measuring approximate recall).",
     )
+
+    def to_domain(self) -> requests.SearchRequest:
+        """The service's view of this search; an unsent `fusion` leaves the choice to scope settings."""
+        return requests.SearchRequest(
+            query=self.query,
+            mode=self.mode,
+            fusion=self.fusion if "fusion" in self.model_fields_set else None,
+            types=self.types,
+            scope=self.scope,
+            limit=self.limit,
+            min_score=self.min_score,
+            min_similarity=self.min_similarity,
+            min_confidence=self.min_confidence,
+            filters=self.filters.to_domain() if self.filters else None,
+            weights=self.weights.to_domain() if self.weights else None,
+            half_life_days=self.half_life_days,
+            tenants=self.tenants,
+            all_tenants=self.all_tenants,
+            repository=self.repository,
+            file_filter=self.file_filter,
+            exclude_filter=self.exclude_filter,
+            symbol=self.symbol,
+            depth=self.depth,
+            exact=self.exact,
+        )
 
 
 _SEARCH_HIT_EXAMPLE: dict[str, Any] = {
@@ -433,6 +514,15 @@ class RecallWeightsIn(StrictModel):
         None, ge=0, le=10, description="Weight of effective confidence (default 0.1)."
     )
 
+    def to_domain(self) -> requests.RecallWeightOverrides:
+        """The service's view of these weights."""
+        return requests.RecallWeightOverrides(
+            relevance=self.relevance,
+            importance=self.importance,
+            recency=self.recency,
+            confidence=self.confidence,
+        )
+
 
 class RecallIn(StrictModel):
     """memory_recall: facts and rules by relevance, importance, recency and confidence."""
@@ -461,6 +551,18 @@ class RecallIn(StrictModel):
     )
     tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to recall from.")
     all_tenants: bool = Field(False, description="Operator keys only: recall from every tenant.")
+
+    def to_domain(self) -> requests.RecallRequest:
+        """The service's view of this recall."""
+        return requests.RecallRequest(
+            topic=self.topic,
+            scope=self.scope,
+            limit=self.limit,
+            min_confidence=self.min_confidence,
+            score_weights=self.score_weights.to_domain() if self.score_weights else None,
+            tenants=self.tenants,
+            all_tenants=self.all_tenants,
+        )
 
 
 class RecallResult(BaseModel):

@@ -9,9 +9,8 @@ from pydantic import ValidationError
 
 from app.api.deps import Admin, ConnDep, Reader
 from app.api.schemas import ScopeName
-from app.db import tenant_transaction
 from app.errors import ApiError, model_error_details
-from app.services.scopes import ScopeSettings, load_scope_settings, parse_butler_toml, store_scope_settings
+from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
 
 router = APIRouter(prefix="/v1", tags=["scopes"])
 
@@ -79,5 +78,4 @@ async def get_settings(
     ),
 ) -> Any:
     """The stored settings of one scope (empty object when none)."""
-    async with tenant_transaction(conn, [principal.tenant_id]):
-        return await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope)
+    return await read_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope)

@@ -37,7 +37,7 @@ def _json(result: dict[str, Any], server_timing: str) -> Response:
 )
 async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
     """Hybrid BM25 + vector retrieval fused with RRF (or weighted); every result explains its score."""
-    result, timings = await service.search(state, conn, principal, body)
+    result, timings = await service.search(state, conn, principal, body.to_domain())
     return _json(result, timings.header())
 
 
@@ -50,5 +50,5 @@ async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principa
 )
 async def memory_recall(body: RecallIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
     """Composite score: relevance, importance, recency and effective confidence, each reported."""
-    result, timings = await recall_service.recall(state, conn, principal, body)
+    result, timings = await recall_service.recall(state, conn, principal, body.to_domain())
     return _json(result, timings.header())

@@ -93,3 +93,8 @@ async def revoke_keys_by_prefix(conn: asyncpg.Connection, *, prefix: str) -> int
         "UPDATE api_key SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL", prefix
     )
     return int(result.split()[-1])
+
+
+async def delete_tenant(conn: asyncpg.Connection, *, tenant_id: str) -> None:
+    """Delete a tenant; its keys and data go with it (ON DELETE CASCADE)."""
+    await conn.execute("DELETE FROM tenant WHERE id = $1::uuid", tenant_id)

@@ -9,7 +9,6 @@ from typing import Any
 
 import asyncpg
 
-from app.api.schemas import EpisodeIn, FactIn, RuleIn
 from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Embedder
@@ -17,9 +16,9 @@ from app.errors import ApiError, not_found
 from app.repositories import memories as repo
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
+from app.services.requests import MemoryDraft
 
 EPISODE_TTL = timedelta(days=7)
-WriteItem = FactIn | RuleIn | EpisodeIn
 
 _KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "fact": (
@@ -55,15 +54,6 @@ _KIND_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def kind_of_item(item: WriteItem) -> str:
-    """fact, rule or episode for a write body."""
-    if isinstance(item, FactIn):
-        return "fact"
-    if isinstance(item, RuleIn):
-        return "rule"
-    return "episode"
-
-
 def effective_confidence_now(row: Mapping[str, Any], now: datetime) -> float | None:
     """confidence · exp(−decay_rate · days since last confirmation), for facts and rules."""
     if row["confidence"] is None:
@@ -96,12 +86,11 @@ def memory_to_dict(row: Mapping[str, Any], now: datetime | None = None) -> dict[
     return out
 
 
-def _new_row(item: WriteItem, now: datetime) -> repo.NewMemory:
-    kind = kind_of_item(item)
+def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
     created = item.created_at or now
     row = repo.NewMemory(
         id=uuid.uuid4(),
-        kind=kind,
+        kind=item.kind,
         content=item.content,
         search_text=search_text_for(item.content, item.tags),
         created_at=created,
@@ -111,16 +100,16 @@ def _new_row(item: WriteItem, now: datetime) -> repo.NewMemory:
         metadata=item.metadata,
         idempotency_key=item.idempotency_key,
     )
-    if isinstance(item, FactIn | RuleIn):
+    if item.kind in ("fact", "rule"):
         row.confidence = item.confidence
         row.decay_rate = item.decay_rate
         row.last_confirmed_at = item.last_confirmed_at or created
         row.validity = "active"
         row.supersedes = item.supersedes
-    if isinstance(item, FactIn):
+    if item.kind == "fact":
         row.subject = item.subject
         row.predicate = item.predicate
-    if isinstance(item, EpisodeIn):
+    if item.kind == "episode":
         row.butler = item.butler
         row.session_id = item.session_id
         row.expires_at = item.expires_at or now + EPISODE_TTL
@@ -128,7 +117,7 @@ def _new_row(item: WriteItem, now: datetime) -> repo.NewMemory:
 
 
 async def write_memories(
-    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, items: Sequence[WriteItem]
+    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, items: Sequence[MemoryDraft]
 ) -> list[dict[str, Any]]:
     """Store items all-or-nothing; retried idempotency keys return the first write's memory."""
     tenant_id = principal.tenant_id

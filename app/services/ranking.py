@@ -11,7 +11,6 @@ from datetime import datetime
 
 import asyncpg
 
-from app.api.schemas import SearchIn
 from app.auth import Principal
 from app.embeddings.base import Vector
 from app.errors import ApiError
@@ -22,6 +21,7 @@ from app.repositories.search import CandidateFilter, LegRow
 from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.query import ParsedQuery, ilike_patterns
+from app.services.requests import FusionWeights
 from app.services.scopes import ScopeSettings
 from app.state import ServiceState
 
@@ -79,7 +79,7 @@ class LegPlan:
 
 
 async def resolve_tenants(
-    conn: asyncpg.Connection, principal: Principal, tenants: list[str] | None, all_tenants: bool
+    conn: asyncpg.Connection, principal: Principal, tenants: Sequence[str] | None, all_tenants: bool
 ) -> list[str]:
     """The caller's tenant, or, for operator keys that ask for it, the requested tenants."""
     if not tenants and not all_tenants:
@@ -89,22 +89,29 @@ async def resolve_tenants(
     if all_tenants:
         return [t.id for t in await list_tenants(conn)]
     assert tenants is not None
-    found = await get_tenants_by_names(conn, names=tenants)
+    found = await get_tenants_by_names(conn, names=list(tenants))
     missing = sorted(set(tenants) - {t.name for t in found})
     if missing:
         raise ApiError(404, "not_found", f"unknown tenant {missing[0]}", {"missing": missing})
     return [t.id for t in found]
 
 
-def plan_legs(state: ServiceState, body: SearchIn, scope_settings: ScopeSettings, *, code: bool) -> LegPlan:
+def plan_legs(
+    state: ServiceState,
+    scope_settings: ScopeSettings,
+    *,
+    mode: str,
+    fusion: str | None,
+    weights: FusionWeights | None,
+    code: bool,
+) -> LegPlan:
     """Legs, weights, fusion and k for a request: request over scope settings over service defaults."""
     s = state.settings
     embedder_ok = state.embedder is not None
-    semantic = embedder_ok and body.mode in ("hybrid", "semantic")
-    keyword = body.mode in ("hybrid", "keyword") or not embedder_ok
-    fusion: str = body.fusion
-    if body.fusion == "rrf" and scope_settings.fusion and "fusion" not in body.model_fields_set:
-        fusion = scope_settings.fusion
+    semantic = embedder_ok and mode in ("hybrid", "semantic")
+    keyword = mode in ("hybrid", "keyword") or not embedder_ok
+    if fusion is None:
+        fusion = scope_settings.fusion or "rrf"
     if fusion == "weighted":
         defaults = {"semantic": s.weighted_vector_weight, "keyword": s.weighted_keyword_weight}
     elif code:
@@ -119,12 +126,12 @@ def plan_legs(state: ServiceState, body: SearchIn, scope_settings: ScopeSettings
             "keyword": scoped.keyword if scoped.keyword is not None else defaults["keyword"],
         }
         k = scoped.k or k
-    if body.weights is not None:
-        if body.weights.semantic is not None:
-            defaults["semantic"] = body.weights.semantic
-        if body.weights.keyword is not None:
-            defaults["keyword"] = body.weights.keyword
-        k = body.weights.k or k
+    if weights is not None:
+        if weights.semantic is not None:
+            defaults["semantic"] = weights.semantic
+        if weights.keyword is not None:
+            defaults["keyword"] = weights.keyword
+        k = weights.k or k
     return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k)
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import asyncpg
 
-from app.api.schemas import RecallIn, SearchIn
 from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Vector
@@ -33,12 +32,13 @@ from app.services.ranking import (
     rank_candidates,
     resolve_tenants,
 )
+from app.services.requests import RecallRequest
 from app.services.scopes import ScopeSettings, load_scope_settings
 from app.state import ServiceState
 
 
 async def recall(
-    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallIn
+    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallRequest
 ) -> tuple[dict[str, Any], Timings]:
     """memory_recall: hybrid relevance over facts and rules, combined with importance, recency, confidence."""
     timings = Timings()
@@ -57,7 +57,7 @@ async def _recall_in_transaction(
     state: ServiceState,
     conn: asyncpg.Connection,
     principal: Principal,
-    body: RecallIn,
+    body: RecallRequest,
     parsed: ParsedQuery,
     vector: asyncio.Task[Vector | None] | None,
     tenant_ids: list[str],
@@ -77,8 +77,7 @@ async def _recall_in_transaction(
         }
         if parsed.is_empty:
             return response
-        search_body = SearchIn(query=body.topic, scope=body.scope, types=["fact", "rule"])
-        plan = plan_legs(state, search_body, scope_settings, code=False)
+        plan = plan_legs(state, scope_settings, mode="hybrid", fusion=None, weights=None, code=False)
         # Relevance ranks a wider pool than `limit`: importance and recency may lift a lower hit.
         pool = min(max(body.limit * 5, 50), 200)
         f = CandidateFilter(
@@ -138,7 +137,7 @@ async def _recall_in_transaction(
     return response
 
 
-def _recall_weights(body: RecallIn, scope_settings: ScopeSettings) -> RecallWeights:
+def _recall_weights(body: RecallRequest, scope_settings: ScopeSettings) -> RecallWeights:
     base = scope_settings.score_weights
     weights = RecallWeights(
         relevance=base.relevance if base else 0.4,

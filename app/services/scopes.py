@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from typing import Any
 
@@ -11,6 +12,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.db import tenant_transaction
 from app.errors import ApiError, model_error_details
 from app.repositories.scopes import get_scope_settings, put_scope_settings
+
+# A scope is a name in URLs and butler.toml files alike: the API path and the CLI import agree.
+SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+MAX_SCOPE_CHARS = 64
+
+
+def check_scope_name(scope: str) -> None:
+    """422 unless scope is a valid scope name."""
+    if not re.fullmatch(SCOPE_PATTERN, scope) or len(scope) > MAX_SCOPE_CHARS:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"invalid scope name {scope!r}: letters, digits, '_', '.', ':', '-' (max {MAX_SCOPE_CHARS})",
+        )
 
 
 class ScoreWeights(BaseModel):
@@ -94,6 +109,12 @@ async def store_scope_settings(
             conn, tenant_id=tenant_id, scope=scope, settings=settings.model_dump(exclude_none=True)
         )
     return settings
+
+
+async def read_scope_settings(conn: asyncpg.Connection, *, tenant_id: str, scope: str) -> ScopeSettings:
+    """A scope's stored settings in a transaction of its own; empty when none stored."""
+    async with tenant_transaction(conn, [tenant_id], readonly=True):
+        return await load_scope_settings(conn, tenant_id=tenant_id, scope=scope)
 
 
 async def load_scope_settings(

@@ -10,7 +10,6 @@ from typing import Any
 
 import asyncpg
 
-from app.api.schemas import SearchIn
 from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Vector
@@ -35,6 +34,7 @@ from app.services.ranking import (
     rank_candidates,
     resolve_tenants,
 )
+from app.services.requests import SearchRequest
 from app.services.scopes import load_scope_settings
 from app.state import ServiceState
 
@@ -46,7 +46,7 @@ def _match_type(hit: FusedHit, match_types: dict[str, str]) -> str:
     return match_types[present[0]] if present else "hybrid"
 
 
-def _candidate_filter(body: SearchIn, tenant_ids: list[str], min_confidence: float) -> CandidateFilter:
+def _candidate_filter(body: SearchRequest, tenant_ids: list[str], min_confidence: float) -> CandidateFilter:
     filters = body.filters
     return CandidateFilter(
         repository=body.repository,
@@ -64,7 +64,7 @@ def _candidate_filter(body: SearchIn, tenant_ids: list[str], min_confidence: flo
 
 
 async def search(
-    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: SearchIn
+    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: SearchRequest
 ) -> tuple[dict[str, Any], Timings]:
     """memory_search."""
     timings = Timings()
@@ -82,7 +82,7 @@ async def search(
     return response, timings
 
 
-def _search_response(state: ServiceState, body: SearchIn) -> dict[str, Any]:
+def _search_response(state: ServiceState, body: SearchRequest) -> dict[str, Any]:
     return {
         "results": [],
         "mode": body.mode if state.embedder is not None else "keyword",
@@ -95,7 +95,7 @@ async def _search_in_transaction(
     state: ServiceState,
     conn: asyncpg.Connection,
     principal: Principal,
-    body: SearchIn,
+    body: SearchRequest,
     parsed: ParsedQuery,
     vector: asyncio.Task[Vector | None] | None,
     tenant_ids: list[str],
@@ -108,7 +108,12 @@ async def _search_in_transaction(
     async with tenant_transaction(conn, tenant_ids, durable=False):
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         plan = plan_legs(
-            state, body, scope_settings, code=body.types is not None and set(body.types) == {"code"}
+            state,
+            scope_settings,
+            mode=body.mode,
+            fusion=body.fusion,
+            weights=body.weights,
+            code=body.types is not None and set(body.types) == {"code"},
         )
         half_life = (
             body.half_life_days or scope_settings.half_life_days or state.settings.decay_half_life_days
