@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     )
     hnsw_ef_search: int = 100
 
+    mcp_allowed_origins: list[str] = Field(
+        default=["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"],
+        description="Browser origins allowed to call /mcp (`:*` matches any port); requests "
+        "without an Origin header (agents, CLIs) are always allowed.",
+    )
+
     @property
     def resolved_data_dir(self) -> Path:
         """Data directory with ~ expanded."""

@@ -52,6 +52,16 @@ def model_error_details(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def invalid_input(details: list[dict[str, Any]]) -> ApiError:
+    """The error for input that fails validation: 422, or 413 when something is too long."""
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    where = ".".join(p for p in first["loc"] if p != "body") or "request"
+    message = str(first["msg"]) if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
+    if any(d["type"] in {"string_too_long", "too_long"} for d in details):
+        return ApiError(413, "payload_too_large", message, details)
+    return ApiError(422, "validation_error", message, details)
+
+
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     """The JSON body of every error response."""
     return {"error": {"code": code, "message": message, "details": details}}
@@ -107,13 +117,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 ),
                 status_code=415,
             )
-        first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = ".".join(p for p in first["loc"] if p != "body") or "request"
-        message = str(first["msg"]) if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
-        too_large = any(d["type"] in {"string_too_long", "too_long"} for d in details)
-        status = 413 if too_large else 422
-        code = "payload_too_large" if too_large else "validation_error"
-        return JSONResponse(error_body(code, message, details), status_code=status)
+        error = invalid_input(details)
+        return JSONResponse(error_body(error.code, error.message, details), status_code=error.status)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import code, documents, health, mcp, memories, scopes, search
+from app.api import code, documents, health, memories, scopes, search
+from app.api.mcp import mount_mcp
 from app.api.openapi import install_openapi
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
@@ -58,7 +59,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 embedder=embedder,
                 schema_revision=revision,
             )
-            yield
+            async with mcp_sessions.run():
+                yield
         finally:
             await pool.close()
             if embedder is not None:
@@ -80,6 +82,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(scopes.router)
     app.include_router(documents.router)
     app.include_router(code.router)
-    app.include_router(mcp.router)
+    mcp_sessions = mount_mcp(app, settings)
     install_openapi(app)
     return app

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from fastapi.routing import APIRoute
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import error_body
@@ -61,7 +61,7 @@ class RequestMiddleware:
             await self.app(scope, receive, send_observed)
         finally:
             route = scope.get("route")
-            template = route.path if isinstance(route, APIRoute) else "unmatched"
+            template = route.path if isinstance(route, Route) else "unmatched"
             REQUEST_LATENCY.labels(scope["method"], template, str(status)).observe(
                 time.perf_counter() - started
             )

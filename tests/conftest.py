@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +55,37 @@ def settings(data_dir: Path) -> Settings:
     return Settings(data_dir=data_dir, database_url=None, pool_min_size=1, pool_max_size=5)
 
 
+@asynccontextmanager
+async def running(application: FastAPI) -> AsyncIterator[FastAPI]:
+    """The app with its lifespan entered and left by one task of its own.
+
+    The MCP session manager's task group must be exited by the task that entered it, and
+    pytest-asyncio runs a fixture's setup and its teardown in different tasks.
+    """
+    started = asyncio.Event()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        async with application.router.lifespan_context(application):
+            started.set()
+            await stop.wait()
+
+    task = asyncio.create_task(serve())
+    ready = asyncio.create_task(started.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if task.done():
+        task.result()  # the lifespan failed to start: raise its error here
+    try:
+        yield application
+    finally:
+        stop.set()
+        await task
+
+
 @pytest.fixture(scope="session")
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
-    application = create_app(settings)
-    async with application.router.lifespan_context(application):
+    async with running(create_app(settings)) as application:
         yield application
 
 

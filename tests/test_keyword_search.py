@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
-from tests.conftest import TenantFactory, TenantKeys
+from tests.conftest import TenantFactory, TenantKeys, running
 
 
 async def _store(client: httpx.AsyncClient, tenant: TenantKeys, content: str) -> str:
@@ -214,8 +214,7 @@ async def test_weighted_and_rrf_scores_follow_their_formulas(
 @pytest.fixture(scope="module")
 async def keyword_only_app(settings: Settings, app: FastAPI) -> AsyncIterator[FastAPI]:
     """A second service on the same database with the embedding provider switched off."""
-    application = create_app(settings.model_copy(update={"embedding_provider": "none"}))
-    async with application.router.lifespan_context(application):
+    async with running(create_app(settings.model_copy(update={"embedding_provider": "none"}))) as application:
         yield application
 
 

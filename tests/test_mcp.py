@@ -1,108 +1,96 @@
-"""The MCP endpoint: same tools, same auth, same isolation as the REST API."""
+"""MCP at /mcp, driven by the official SDK client: same tools, auth, errors and isolation as REST."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from fastapi import FastAPI
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
+from app.api.code import ResearchIn
+from app.api.mcp_tools import TOOLS
+from app.api.schemas import FactIn, MemoryOut, SearchIn
 from tests.conftest import TenantFactory, TenantKeys
 
-
-async def _rpc(client: httpx.AsyncClient, tenant: TenantKeys, role: str, method: str, **params: Any) -> Any:
-    response = await client.post(
-        "/mcp",
-        json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
-        headers={**tenant.headers(role), "Accept": "application/json, text/event-stream"},
-    )
-    assert response.status_code == 200, response.text
-    return response.json()
+URL = "http://recalld.test/mcp"
+# The SDK speaks two eras: the initialize handshake (2025 revisions, ClientSession) and the
+# stateless per-request envelope (2026-07-28, what Client negotiates by default).
+ERAS = ("handshake", "2026-07-28")
 
 
-async def test_initialize_and_tools_by_role(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
-    tenant = await make_tenant("mcp")
-    init = await _rpc(client, tenant, "reader", "initialize", protocolVersion="2025-03-26", capabilities={})
-    assert init["result"]["protocolVersion"] == "2025-03-26"
-    assert init["result"]["serverInfo"]["name"] == "recalld"
-    note = await client.post(
-        "/mcp",
-        json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-        headers=tenant.headers("reader"),
-    )
-    assert note.status_code == 202
-    reader_tools = {
-        t["name"] for t in (await _rpc(client, tenant, "reader", "tools/list"))["result"]["tools"]
-    }
-    assert {"memory_search", "memory_recall", "memory_get", "code_research"} <= reader_tools
-    assert "memory_store_fact" not in reader_tools
-    writer_tools = {
-        t["name"] for t in (await _rpc(client, tenant, "writer", "tools/list"))["result"]["tools"]
-    }
-    assert "memory_store_fact" in writer_tools
-    unknown = await _rpc(client, tenant, "reader", "resources/list")
-    assert unknown["error"]["code"] == -32601
-    not_an_object = await client.post(
-        "/mcp",
-        json={"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "memory_search"},
-        headers=tenant.headers("reader"),
-    )
-    assert not_an_object.status_code == 200
-    assert not_an_object.json() == {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "error": {"code": -32602, "message": "invalid params: expected an object"},
-    }
-    anonymous = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    assert anonymous.status_code == 401
+class ToolClient(Protocol):
+    """What ClientSession and Client have in common."""
+
+    async def list_tools(self) -> types.ListToolsResult: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult: ...
 
 
-async def test_tools_call_the_same_services(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
-    tenant = await make_tenant("mcp")
-    other = await make_tenant("mcp")
-    stored = await _rpc(
-        client,
-        tenant,
-        "writer",
-        "tools/call",
-        name="memory_store_fact",
-        arguments={"content": "The user's passport expires in March 2027", "importance": 8},
-    )
-    fact = stored["result"]["structuredContent"]
-    assert fact["type"] == "fact" and fact["importance"] == 8
-    found = await _rpc(
-        client, tenant, "reader", "tools/call", name="memory_search", arguments={"query": "passport"}
-    )
-    assert [r["id"] for r in found["result"]["structuredContent"]["results"]] == [fact["id"]]
-    got = await _rpc(client, tenant, "reader", "tools/call", name="memory_get", arguments={"id": fact["id"]})
-    assert got["result"]["structuredContent"]["reference_count"] == 2
-    hidden = await _rpc(
-        client, other, "reader", "tools/call", name="memory_get", arguments={"id": fact["id"]}
-    )
-    assert hidden["result"]["isError"] is True and "not_found" in hidden["result"]["content"][0]["text"]
-    nothing = await _rpc(
-        client, other, "reader", "tools/call", name="memory_search", arguments={"query": "passport"}
-    )
-    assert nothing["result"]["structuredContent"]["results"] == []
-    denied = await _rpc(
-        client, tenant, "reader", "tools/call", name="memory_store_fact", arguments={"content": "x"}
-    )
-    assert denied["result"]["isError"] is True and "forbidden" in denied["result"]["content"][0]["text"]
-    invalid = await _rpc(
-        client,
-        tenant,
-        "writer",
-        "tools/call",
-        name="memory_store_fact",
-        arguments={"content": "x", "importance": 99},
-    )
-    assert invalid["result"]["isError"] is True and "importance" in invalid["result"]["content"][0]["text"]
+McpConnect = Callable[..., AbstractAsyncContextManager[ToolClient]]
 
 
-async def test_every_rest_operation_is_a_tool_with_the_rest_response_shape(
-    client: httpx.AsyncClient, make_tenant: TenantFactory
+@pytest.fixture(params=ERAS)
+def connect(app: FastAPI, request: pytest.FixtureRequest) -> McpConnect:
+    """Open an MCP connection to the running app with a tenant's key of some role."""
+    era: str = request.param
+
+    @asynccontextmanager
+    async def open_connection(
+        tenant: TenantKeys, role: str, headers: dict[str, str] | None = None
+    ) -> AsyncIterator[ToolClient]:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app), headers={**tenant.headers(role), **(headers or {})}
+        ) as http:
+            if era == "handshake":
+                async with (
+                    streamable_http_client(URL, http_client=http) as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    init = await session.initialize()
+                    assert init.server_info.name == "recalld"
+                    yield session
+            else:
+                async with Client(streamable_http_client(URL, http_client=http), mode=era) as client:
+                    assert client.protocol_version == era
+                    yield client
+
+    return open_connection
+
+
+def _error(result: types.CallToolResult) -> dict[str, Any]:
+    """The REST error body a failed tool call carries."""
+    assert result.is_error is True
+    assert isinstance(result.content[0], types.TextContent)
+    body: dict[str, Any] = json.loads(result.content[0].text)["error"]
+    return body
+
+
+async def test_tools_by_role_with_the_rest_input_models(
+    connect: McpConnect, client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:
     tenant = await make_tenant("mcp")
-    other = await make_tenant("mcp")
+    async with connect(tenant, "reader") as reader:
+        listed = {t.name: t for t in (await reader.list_tools()).tools}
+    assert {"memory_search", "memory_recall", "memory_get", "code_research"} <= set(listed)
+    assert "memory_store_fact" not in listed and "scope_settings_put" not in listed
+    assert listed["memory_search"].input_schema == SearchIn.model_json_schema()
+    assert listed["code_research"].input_schema == ResearchIn.model_json_schema()
+    assert listed["memory_get"].output_schema == MemoryOut.model_json_schema(mode="serialization")
+    async with connect(tenant, "writer") as writer:
+        writer_tools = {t.name: t for t in (await writer.list_tools()).tools}
+    assert writer_tools["memory_store_fact"].input_schema == FactIn.model_json_schema()
+    assert "scope_settings_put" not in writer_tools
+
     doc = (await client.get("/openapi.json")).json()
     rest_operations = {
         operation["operationId"]
@@ -110,58 +98,250 @@ async def test_every_rest_operation_is_a_tool_with_the_rest_response_shape(
         if path.startswith("/v1/")
         for operation in operations.values()
     }
-    admin_tools = {t["name"] for t in (await _rpc(client, tenant, "admin", "tools/list"))["result"]["tools"]}
-    assert admin_tools == rest_operations
+    async with connect(tenant, "admin") as admin:
+        assert {t.name for t in (await admin.list_tools()).tools} == rest_operations
 
-    async def call(role: str, name: str, who: TenantKeys = tenant, /, **arguments: Any) -> Any:
-        answer = await _rpc(client, who, role, "tools/call", name=name, arguments=arguments)
-        return answer["result"]
 
+async def test_store_search_get_and_tenant_isolation(connect: McpConnect, make_tenant: TenantFactory) -> None:
+    tenant = await make_tenant("mcp")
+    other = await make_tenant("mcp")
+    async with connect(tenant, "writer") as writer:
+        stored = await writer.call_tool(
+            "memory_store_fact", {"content": "The user's passport expires in March 2027", "importance": 8}
+        )
+        assert stored.is_error is False
+        fact = stored.structured_content
+        assert fact is not None and fact["type"] == "fact" and fact["importance"] == 8
+        # Text content carries the same JSON for clients that ignore structured content.
+        assert isinstance(stored.content[0], types.TextContent)
+        assert fact["id"] in stored.content[0].text
+    async with connect(tenant, "reader") as reader:
+        found = await reader.call_tool("memory_search", {"query": "passport"})
+        assert found.structured_content is not None
+        assert [r["id"] for r in found.structured_content["results"]] == [fact["id"]]
+        recalled = await reader.call_tool("memory_recall", {"topic": "passport expiry"})
+        assert recalled.structured_content is not None
+        assert [r["id"] for r in recalled.structured_content["results"]] == [fact["id"]]
+        got = await reader.call_tool("memory_get", {"id": fact["id"]})
+        assert got.structured_content is not None
+        assert got.structured_content["content"] == "The user's passport expires in March 2027"
+        assert got.structured_content["reference_count"] == 3  # search, recall and get each count
+    async with connect(other, "admin") as stranger:
+        hidden = await stranger.call_tool("memory_get", {"id": fact["id"]})
+        assert _error(hidden) == {"code": "not_found", "message": "memory not found", "details": None}
+        nothing = await stranger.call_tool("memory_search", {"query": "passport"})
+        assert nothing.structured_content is not None and nothing.structured_content["results"] == []
+        assert _error(await stranger.call_tool("memory_forget", {"id": fact["id"]}))["code"] == "not_found"
+    async with connect(tenant, "reader") as reader:
+        still = await reader.call_tool("memory_get", {"id": fact["id"]})
+        assert still.is_error is False
+
+
+async def test_tool_errors_are_results_and_the_connection_goes_on(
+    connect: McpConnect, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    async with connect(tenant, "reader") as reader:
+        denied = _error(await reader.call_tool("memory_store_fact", {"content": "x"}))
+        assert denied == {
+            "code": "forbidden",
+            "message": "this operation needs the writer role; the key has reader",
+            "details": None,
+        }
+        missing_argument = _error(await reader.call_tool("memory_search", {}))
+        assert missing_argument["code"] == "validation_error"
+        assert missing_argument["message"] == "query: Field required"
+        with pytest.raises(MCPError, match="unknown tool 'memory_delete_everything'"):
+            await reader.call_tool("memory_delete_everything", {})
+        assert (await reader.call_tool("memory_search", {"query": "anything"})).is_error is False
+    async with connect(tenant, "writer") as writer:
+        invalid = _error(await writer.call_tool("memory_store_fact", {"content": "x", "importance": 99}))
+        assert invalid["code"] == "validation_error"
+        assert invalid["message"] == "importance: Input should be less than or equal to 10"
+        assert invalid["details"][0]["loc"] == ["importance"]
+        unknown_field = _error(await writer.call_tool("memory_store_fact", {"content": "x", "colour": "red"}))
+        assert unknown_field["details"][0]["loc"] == ["colour"]
+        later = await writer.call_tool("memory_store_fact", {"content": "Stored after two refusals"})
+        assert later.is_error is False
+    async with connect(tenant, "reader") as reader:
+        found = await reader.call_tool("memory_search", {"query": "refusals", "mode": "keyword"})
+        assert found.structured_content is not None
+        assert [r["content"] for r in found.structured_content["results"]] == ["Stored after two refusals"]
+
+
+async def test_an_unexpected_failure_is_a_tool_error_not_a_500(
+    connect: McpConnect, make_tenant: TenantFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*_: Any) -> Any:
+        raise RuntimeError("the disk caught fire")
+
+    monkeypatch.setitem(TOOLS, "memory_get", dataclasses.replace(TOOLS["memory_get"], run=broken))
+    tenant = await make_tenant("mcp")
+    async with connect(tenant, "reader") as reader:
+        failed = _error(await reader.call_tool("memory_get", {"id": "5a4744e1-b384-42ad-b3e8-ea224528b272"}))
+        assert failed == {"code": "internal_error", "message": "internal server error", "details": None}
+        assert (await reader.call_tool("memory_search", {"query": "fire"})).is_error is False
+
+
+async def test_every_rest_operation_answers_the_rest_response_shape(
+    connect: McpConnect, client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    other = await make_tenant("mcp")
     stored = await client.post(
         "/v1/facts", json={"content": "The boiler is serviced every October"}, headers=tenant.headers()
     )
     fact_id = stored.json()["id"]
     rest = (await client.get(f"/v1/memories/{fact_id}", headers=tenant.headers("reader"))).json()
-    tool = (await call("reader", "memory_get", id=fact_id))["structuredContent"]
-    # Same body as REST, apart from what moves with time: the reference bump and the decay.
-    assert tool["reference_count"] == rest["reference_count"] + 1
-    moving = ("reference_count", "last_referenced_at", "effective_confidence")
-    assert {k: v for k, v in tool.items() if k not in moving} == {
-        k: v for k, v in rest.items() if k not in moving
-    }
-    assert tool["created_at"] == stored.json()["created_at"]
+    async with connect(tenant, "admin") as admin, connect(other, "admin") as stranger:
 
-    batch = await call("writer", "memory_store_batch", items=[{"type": "rule", "content": "Wake at 7"}])
-    assert [m["content"] for m in batch["structuredContent"]["items"]] == ["Wake at 7"]
-    confirmed = await call("writer", "memory_confirm", id=fact_id)
-    assert abs(confirmed["structuredContent"]["effective_confidence"] - 1.0) < 1e-6
+        async def call(name: str, who: ToolClient = admin, /, **arguments: Any) -> types.CallToolResult:
+            return await who.call_tool(name, arguments)
 
-    put = await call("writer", "document_put", path="MEMORY.md", content="line one\nline two\n")
-    assert put["structuredContent"] == {"path": "MEMORY.md", "chunks": 1, "embedded": 1, "unchanged": False}
-    part = await call("reader", "document_get", path="MEMORY.md", **{"from": 2, "lines": 1})
-    assert part["structuredContent"]["content"] == "line two"
-    assert part["structuredContent"]["from"] == 2
-    listed = await call("reader", "document_list")
-    assert [d["path"] for d in listed["structuredContent"]["documents"]] == ["MEMORY.md"]
-    assert (await call("reader", "document_list", other))["structuredContent"] == {"documents": []}
-    hidden = await call("reader", "document_get", other, path="MEMORY.md")
-    assert hidden["isError"] is True and "not_found" in hidden["content"][0]["text"]
-    assert (await call("writer", "document_delete", path="MEMORY.md"))["isError"] is False
-    assert (await call("reader", "document_list"))["structuredContent"] == {"documents": []}
+        tool = (await call("memory_get", id=fact_id)).structured_content
+        assert tool is not None
+        # Same body as REST, apart from what moves with time: the reference bump and the decay.
+        assert tool["reference_count"] == rest["reference_count"] + 1
+        moving = ("reference_count", "last_referenced_at", "effective_confidence")
+        assert {k: v for k, v in tool.items() if k not in moving} == {
+            k: v for k, v in rest.items() if k not in moving
+        }
+        assert tool["created_at"] == stored.json()["created_at"]
 
-    weights = {"relevance": 0.7, "importance": 0.1, "recency": 0.1, "confidence": 0.1}
-    denied = await call("writer", "scope_settings_put", scope="health", settings={"score_weights": weights})
-    assert denied["isError"] is True and "forbidden" in denied["content"][0]["text"]
-    await call("admin", "scope_settings_put", scope="health", settings={"score_weights": weights})
-    assert (await call("reader", "scope_settings_get", scope="health"))["structuredContent"] == {
-        "score_weights": weights
-    }
-    assert (await call("reader", "scope_settings_get", other, scope="health"))["structuredContent"] == {}
+        batch = (
+            await call("memory_store_batch", items=[{"type": "rule", "content": "Wake at 7"}])
+        ).structured_content
+        assert batch is not None and [m["content"] for m in batch["items"]] == ["Wake at 7"]
+        confirmed = (await call("memory_confirm", id=fact_id)).structured_content
+        assert confirmed is not None and abs(confirmed["effective_confidence"] - 1.0) < 1e-6
 
-    assert (await call("writer", "memory_forget", other, id=fact_id))["isError"] is True
-    assert (await call("writer", "memory_forget", id=fact_id))["structuredContent"] == {
-        "id": fact_id,
-        "forgotten": True,
-    }
+        put = await call("document_put", path="MEMORY.md", content="line one\nline two\n")
+        assert put.structured_content == {"path": "MEMORY.md", "chunks": 1, "embedded": 1, "unchanged": False}
+        part = (await call("document_get", path="MEMORY.md", **{"from": 2, "lines": 1})).structured_content
+        assert part is not None and part["content"] == "line two" and part["from"] == 2
+        listed = (await call("document_list")).structured_content
+        assert listed is not None and [d["path"] for d in listed["documents"]] == ["MEMORY.md"]
+        assert (await call("document_list", stranger)).structured_content == {"documents": []}
+        assert _error(await call("document_get", stranger, path="MEMORY.md"))["code"] == "not_found"
+        deleted = await call("document_delete", path="MEMORY.md")
+        assert deleted.structured_content == {"path": "MEMORY.md", "deleted": True}
+        assert (await call("document_list")).structured_content == {"documents": []}
+
+        source = "def boil():\n    return heat()\n\n\ndef heat():\n    return 90\n"
+        indexed = await call(
+            "code_index_files", repository="home", files=[{"path": "boiler.py", "content": source}]
+        )
+        assert indexed.structured_content is not None and indexed.structured_content["files"] == 1
+        files = (await call("code_list_files", repository="home")).structured_content
+        assert files is not None and [f["path"] for f in files["files"]] == ["boiler.py"]
+        callers = (await call("code_research", kind="callers", symbol="heat")).structured_content
+        assert callers is not None and [i["symbol"] for i in callers["items"]] == ["boil"]
+        assert (await call("code_list_files", stranger, repository="home")).structured_content == {
+            "repository": "home",
+            "files": [],
+        }
+        removed = await call("code_delete_file", repository="home", path="boiler.py")
+        assert removed.structured_content == {"repository": "home", "path": "boiler.py", "deleted": True}
+
+        weights = {"relevance": 0.7, "importance": 0.1, "recency": 0.1, "confidence": 0.1}
+        await call("scope_settings_put", scope="health", settings={"score_weights": weights})
+        assert (await call("scope_settings_get", scope="health")).structured_content == {
+            "score_weights": weights
+        }
+        assert (await call("scope_settings_get", stranger, scope="health")).structured_content == {}
+
+        forgotten = await call("memory_forget", id=fact_id)
+        assert forgotten.structured_content == {"id": fact_id, "forgotten": True}
+    async with connect(tenant, "writer") as writer:
+        denied = _error(await writer.call_tool("scope_settings_put", {"scope": "health", "settings": {}}))
+        assert denied["code"] == "forbidden"
     gone = await client.get(f"/v1/memories/{fact_id}", headers=tenant.headers("reader"))
     assert gone.status_code == 404
+
+
+def _post(tenant: TenantKeys | None, body: Any, **headers: str) -> dict[str, Any]:
+    return {
+        "json": body,
+        "headers": {
+            **(tenant.headers("writer") if tenant else {}),
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+            **headers,
+        },
+    }
+
+
+def _store_call(request_id: int, content: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "memory_store_fact", "arguments": {"content": content}},
+    }
+
+
+async def test_keys_are_checked_before_any_mcp_handling(
+    client: httpx.AsyncClient, connect: McpConnect, make_tenant: TenantFactory
+) -> None:
+    anonymous = await client.post("/mcp", **_post(None, _store_call(1, "anonymous")))
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["code"] == "unauthorized"
+    assert "missing API key" in anonymous.json()["error"]["message"]
+    tenant = await make_tenant("mcp")
+    revoked = dataclasses.replace(tenant, writer="rk_00000000_not-a-key")
+    wrong = await client.post("/mcp", **_post(revoked, _store_call(1, "wrong key")))
+    assert wrong.status_code == 401
+    assert wrong.json() == {
+        "error": {"code": "unauthorized", "message": "invalid or revoked API key", "details": None}
+    }
+    # The SDK client sees the refusal as a failed request (inside its task groups).
+    with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match="error response"), flatten_subgroups=True):
+        async with connect(revoked, "writer") as refused:
+            await refused.list_tools()
+
+
+async def test_a_browser_origin_not_allowed_is_refused(
+    client: httpx.AsyncClient, connect: McpConnect, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    evil = await client.post("/mcp", **_post(tenant, _store_call(1, "rebound"), Origin="http://evil.example"))
+    assert evil.status_code == 403
+    assert evil.json()["error"] == {
+        "code": "forbidden",
+        "message": "origin 'http://evil.example' may not call /mcp (RECALLD_MCP_ALLOWED_ORIGINS)",
+        "details": None,
+    }
+    lookalike = await client.post(
+        "/mcp", **_post(tenant, _store_call(1, "rebound"), Origin="http://localhost:80.evil.example")
+    )
+    assert lookalike.status_code == 403
+    # The SDK client sees the refusal as a failed request (inside its task groups).
+    with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match="error response"), flatten_subgroups=True):
+        async with connect(tenant, "reader", {"Origin": "http://evil.example"}) as refused:
+            await refused.list_tools()
+    local = await client.post(
+        "/mcp", **_post(tenant, _store_call(1, "from a local page"), Origin="http://localhost:5173")
+    )
+    assert local.status_code == 200 and local.json()["result"]["isError"] is False
+    found = await client.post(
+        "/v1/search", json={"query": "rebound", "mode": "keyword"}, headers=tenant.headers("reader")
+    )
+    assert found.json()["results"] == []
+
+
+async def test_json_rpc_batches_are_refused_and_change_nothing(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    batch = [_store_call(1, "first of a batch"), _store_call(2, "second of a batch")]
+    refused = await client.post("/mcp", **_post(tenant, batch))
+    assert refused.status_code == 400
+    found = await client.post(
+        "/v1/search", json={"query": "batch", "mode": "keyword"}, headers=tenant.headers("reader")
+    )
+    assert found.json()["results"] == []
+    single = await client.post("/mcp", **_post(tenant, _store_call(3, "one at a time")))
+    assert single.status_code == 200
+    assert single.json()["result"]["structuredContent"]["content"] == "one at a time"
+    metrics = (await client.get("/metrics")).text
+    assert 'route="/mcp",status="400"' in metrics and 'route="/mcp",status="200"' in metrics

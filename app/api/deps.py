@@ -41,14 +41,19 @@ async def get_principal(
     return principal
 
 
+def ensure_role(principal: Principal, role: Role) -> None:
+    """403 unless the principal's role includes `role`."""
+    if not principal.may(role):
+        raise ApiError(
+            403, "forbidden", f"this operation needs the {role} role; the key has {principal.role}"
+        )
+
+
 def require_role(role: Role) -> Callable[[Principal], Awaitable[Principal]]:
     """Dependency factory: 403 unless the caller's role includes `role`."""
 
     async def check(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
-        if not principal.may(role):
-            raise ApiError(
-                403, "forbidden", f"this operation needs the {role} role; the key has {principal.role}"
-            )
+        ensure_role(principal, role)
         return principal
 
     return check

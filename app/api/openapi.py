@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from app.api.mcp import MCP_PATH, OPENAPI_PATH_ITEM
 from app.api.schemas import ErrorOut
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
@@ -22,6 +23,7 @@ def install_openapi(app: FastAPI) -> None:
             doc = get_openapi(
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
+            doc["paths"][MCP_PATH] = OPENAPI_PATH_ITEM
             app.openapi_schema = with_error_shape(doc)
         return app.openapi_schema
 
@@ -37,7 +39,7 @@ def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
     schemas.update(error_schema.pop("$defs", {}))
     schemas["ErrorOut"] = error_schema
     for path, operations in doc["paths"].items():
-        keyed = path.startswith("/v1/") or path == "/mcp"
+        keyed = path.startswith("/v1/") or path == MCP_PATH
         for operation in operations.values():
             responses: dict[str, Any] = operation.setdefault("responses", {})
             if keyed:
