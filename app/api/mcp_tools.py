@@ -27,13 +27,12 @@ from app.api.schemas import (
     StrictModel,
 )
 from app.auth import Principal, Role
-from app.db import tenant_transaction
 from app.services import code as code_service
 from app.services import documents as document_service
 from app.services import memories as memory_service
 from app.services import recall as recall_service
 from app.services import search as search_service
-from app.services.scopes import ScopeSettings, load_scope_settings, store_scope_settings
+from app.services.scopes import ScopeSettings, read_scope_settings, store_scope_settings
 from app.state import ServiceState
 
 # Arguments of the operations whose REST form takes them from the path or the query string.
@@ -139,11 +138,11 @@ class Tool:
 
 
 async def _search(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: SearchIn) -> Any:
-    return (await search_service.search(state, conn, who, args))[0]
+    return (await search_service.search(state, conn, who, args.to_domain()))[0]
 
 
 async def _recall(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: RecallIn) -> Any:
-    return (await recall_service.recall(state, conn, who, args))[0]
+    return (await recall_service.recall(state, conn, who, args.to_domain()))[0]
 
 
 async def _get(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
@@ -153,11 +152,12 @@ async def _get(state: ServiceState, conn: asyncpg.Connection, who: Principal, ar
 async def _store(
     state: ServiceState, conn: asyncpg.Connection, who: Principal, args: FactIn | RuleIn | EpisodeIn
 ) -> Any:
-    return (await memory_service.write_memories(conn, state.embedder, who, [args]))[0]
+    return (await memory_service.write_memories(conn, state.embedder, who, [args.to_draft()]))[0]
 
 
 async def _store_batch(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: BatchIn) -> Any:
-    return {"items": await memory_service.write_memories(conn, state.embedder, who, args.items)}
+    drafts = [item.to_draft() for item in args.items]
+    return {"items": await memory_service.write_memories(conn, state.embedder, who, drafts)}
 
 
 async def _confirm(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
@@ -176,8 +176,7 @@ async def _scope_put(
 
 
 async def _scope_get(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: ScopeIn) -> Any:
-    async with tenant_transaction(conn, [who.tenant_id], readonly=True):
-        return await load_scope_settings(conn, tenant_id=who.tenant_id, scope=args.scope)
+    return await read_scope_settings(conn, tenant_id=who.tenant_id, scope=args.scope)
 
 
 async def _document_put(
