@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS as _W
 from app.services import requests
 from app.services.scopes import MAX_SCOPE_CHARS, SCOPE_PATTERN
 
@@ -505,13 +507,17 @@ class SearchOut(BaseModel):
 
 
 class RecallWeightsIn(StrictModel):
-    """Composite score weights; unset ones come from scope settings, then 0.4/0.3/0.2/0.1."""
+    """Composite score weights; unset ones come from scope settings, then the service defaults."""
 
-    relevance: float | None = Field(None, ge=0, le=10, description="Weight of relevance (default 0.4).")
-    importance: float | None = Field(None, ge=0, le=10, description="Weight of importance/10 (default 0.3).")
-    recency: float | None = Field(None, ge=0, le=10, description="Weight of recency (default 0.2).")
+    relevance: float | None = Field(
+        None, ge=0, le=10, description=f"Weight of relevance (default {_W.relevance})."
+    )
+    importance: float | None = Field(
+        None, ge=0, le=10, description=f"Weight of importance/10 (default {_W.importance})."
+    )
+    recency: float | None = Field(None, ge=0, le=10, description=f"Weight of recency (default {_W.recency}).")
     confidence: float | None = Field(
-        None, ge=0, le=10, description="Weight of effective confidence (default 0.1)."
+        None, ge=0, le=10, description=f"Weight of effective confidence (default {_W.confidence})."
     )
 
     def to_domain(self) -> requests.RecallWeightOverrides:
@@ -547,7 +553,9 @@ class RecallIn(StrictModel):
         None, ge=0, le=1, description="Drop rows whose effective confidence is below (default 0.2)."
     )
     score_weights: RecallWeightsIn | None = Field(
-        None, description="Composite weights for this request (else scope settings, else 0.4/0.3/0.2/0.1)."
+        None,
+        description="Composite weights for this request (else scope settings, else "
+        f"{_W.relevance}/{_W.importance}/{_W.recency}/{_W.confidence}).",
     )
     tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to recall from.")
     all_tenants: bool = Field(False, description="Operator keys only: recall from every tenant.")
@@ -603,7 +611,7 @@ class RecallOut(BaseModel):
                             "last_referenced_at": "2026-11-23T11:30:45Z",
                         }
                     ],
-                    "weights": {"relevance": 0.4, "importance": 0.3, "recency": 0.2, "confidence": 0.1},
+                    "weights": asdict(_W),
                     "embedding_used": True,
                 }
             ]

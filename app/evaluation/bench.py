@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import random
 import statistics
-import sys
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 
 from app.evaluation.metrics import summarise
+from app.progress import progress_bar
 
 _SUBJECTS = (
     "The user",
@@ -174,16 +174,14 @@ def load_corpus(
     """Write texts as facts through POST /v1/memories:batch."""
     started = time.perf_counter()
     headers = {"Authorization": f"Bearer {api_key}"}
+    bar = progress_bar(len(texts), "load", enabled=progress)
     with httpx.Client(base_url=base_url, headers=headers, timeout=600) as client:
         for start in range(0, len(texts), batch):
             items = [{"type": "fact", "content": t, "importance": 5} for t in texts[start : start + batch]]
             response = client.post("/v1/memories:batch", json={"items": items})
             response.raise_for_status()
-            if progress:
-                sys.stderr.write(f"\rloaded {min(start + batch, len(texts))}/{len(texts)}")
-                sys.stderr.flush()
-    if progress:
-        sys.stderr.write("\n")
+            bar.update(len(items))
+    bar.close()
     return LoadStats(len(texts), time.perf_counter() - started)
 
 

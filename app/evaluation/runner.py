@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ import httpx
 
 from app.evaluation.beir import BeirDataset
 from app.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
+from app.progress import progress_bar
 
 
 @dataclass(slots=True)
@@ -53,19 +53,13 @@ class EvalReport:
         return "\n".join(lines)
 
 
-def _progress(label: str, done: int, total: int) -> None:
-    sys.stderr.write(f"\r{label}: {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 async def ingest(
     client: httpx.AsyncClient, dataset: BeirDataset, *, batch: int = 256, progress: bool = True
 ) -> float:
     """Write every document as a fact (idempotent per document id); returns seconds taken."""
     started = time.perf_counter()
     ids = sorted(dataset.corpus)
+    bar = progress_bar(len(ids), "ingest", enabled=progress)
     for start in range(0, len(ids), batch):
         items = [
             {
@@ -78,8 +72,8 @@ async def ingest(
         ]
         response = await client.post("/v1/memories:batch", json={"items": items})
         response.raise_for_status()
-        if progress:
-            _progress("ingest", min(start + batch, len(ids)), len(ids))
+        bar.update(len(items))
+    bar.close()
     return time.perf_counter() - started
 
 
@@ -96,7 +90,8 @@ async def evaluate(
     ranker = "unknown"
     for mode in modes:
         ndcg, r10, r100, mrr, latencies = [], [], [], [], []
-        for number, (query_id, text) in enumerate(sorted(dataset.queries.items()), start=1):
+        bar = progress_bar(len(dataset.queries), mode, enabled=progress)
+        for query_id, text in sorted(dataset.queries.items()):
             started = time.perf_counter()
             response = await client.post(
                 "/v1/search",
@@ -119,8 +114,8 @@ async def evaluate(
             r10.append(recall_at_k(ranked, relevance, 10))
             r100.append(recall_at_k(ranked, relevance, 100))
             mrr.append(mrr_at_k(ranked, relevance, 10))
-            if progress and (number % 25 == 0 or number == len(dataset.queries)):
-                _progress(f"{mode}", number, len(dataset.queries))
+            bar.update()
+        bar.close()
         n = len(ndcg)
         label = f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
         results.append(

@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 
-from app.ingest.indexer import Progress, iter_files, sha256_text
+from app.hashing import content_hash
+from app.ingest.indexer import iter_files
+from app.ingest.paths import CODE_SUFFIXES
+from app.progress import progress_bar
 
-CODE_SUFFIXES = (".swift", ".py", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".go")
 BATCH_FILES = 40
 BATCH_BYTES = 2 * 1024 * 1024
 MAX_FILE_BYTES = 1024 * 1024
@@ -54,7 +56,7 @@ def index_code(client: httpx.Client, root: Path, *, repository: str, progress: b
     listing.raise_for_status()
     stored = {f["path"]: f["content_hash"] for f in listing.json()["files"]}
     files = source_files(root)
-    bar = Progress(len(files)) if progress else None
+    bar = progress_bar(len(files), "index", enabled=progress)
     batch: list[dict[str, str]] = []
     size = 0
     present: set[str] = set()
@@ -62,7 +64,7 @@ def index_code(client: httpx.Client, root: Path, *, repository: str, progress: b
         rel = path.relative_to(root).as_posix()
         present.add(rel)
         content = path.read_text(errors="replace")
-        if stored.get(rel) == sha256_text(content):
+        if stored.get(rel) == content_hash(content):
             stats.unchanged += 1
         else:
             batch.append({"path": rel, "content": content})
@@ -70,8 +72,8 @@ def index_code(client: httpx.Client, root: Path, *, repository: str, progress: b
             if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
                 _send(client, repository, batch, stats)
                 batch, size = [], 0
-        if bar:
-            bar.step(rel)
+        bar.update()
+    bar.close()
     if batch:
         _send(client, repository, batch, stats)
     for gone in sorted(set(stored) - present):

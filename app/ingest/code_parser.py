@@ -9,21 +9,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from app.ingest.paths import detect_language
+
 REFERENCE_KINDS = ("calls", "inherits", "conforms", "extends", "imports")
-_SUFFIXES = {
-    ".swift": "swift",
-    ".py": "python",
-    ".pyi": "python",
-    ".ts": "typescript",
-    ".tsx": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".js": "javascript",
-    ".jsx": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".go": "go",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +47,6 @@ class _Symbol:
     body_start: int | None = None  # first member line of a type, for header chunks
     refs: list[CodeReference] = field(default_factory=list)
     nested_members: bool = False
-
-
-def detect_language(path: str) -> str | None:
-    """swift, python, typescript, javascript or go from the file name; None when unsupported."""
-    for suffix, language in _SUFFIXES.items():
-        if path.lower().endswith(suffix):
-            return language
-    return None
 
 
 def split_identifier(name: str) -> list[str]:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import httpx
 import pathspec
 
-MARKDOWN_SUFFIXES = (".md", ".markdown", ".txt", ".mdx", ".rst")
+from app.hashing import content_hash
+from app.ingest.paths import DOCUMENT_SUFFIXES
+from app.progress import progress_bar
+
 ALWAYS_SKIPPED = (
     ".git",
     ".venv",
@@ -71,7 +73,7 @@ def _ignore_patterns(ignore: Path, base: str) -> list[str]:
 def iter_files(root: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
     """Files under root with one of the suffixes, .gitignore respected, in sorted order."""
     lines: list[str] = []
-    spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
     found: list[Path] = []
     # Top-down, so a folder's .gitignore is read before anything it governs; ignored folders are
     # pruned, not walked: a .venv or node_modules holds tens of thousands of files, and listing
@@ -81,7 +83,7 @@ def iter_files(root: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
         rel_folder = here.relative_to(root)
         if ".gitignore" in filenames:
             lines.extend(_ignore_patterns(here / ".gitignore", rel_folder.as_posix()))
-            spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
         dirnames[:] = sorted(
             d
             for d in dirnames
@@ -92,36 +94,6 @@ def iter_files(root: Path, suffixes: tuple[str, ...]) -> Iterator[Path]:
             if rel.suffix.lower() in suffixes and not spec.match_file(rel.as_posix()):
                 found.append(here / name)
     yield from sorted(found)
-
-
-class Progress:
-    """A dependency-free progress bar on stderr (plain lines when not a terminal)."""
-
-    def __init__(self, total: int, stream: TextIO = sys.stderr) -> None:
-        self.total = total
-        self.done = 0
-        self.stream = stream
-        self.tty = stream.isatty()
-
-    def step(self, label: str) -> None:
-        """Advance by one and redraw."""
-        self.done += 1
-        width = 30
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "-" * (width - filled)
-        line = f"[{bar}] {self.done}/{self.total} {label[-60:]}"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(100))
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def sha256_text(text: str) -> str:
-    """Hex SHA-256 of a text, as the server computes content hashes."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def index_markdown(
@@ -139,18 +111,18 @@ def index_markdown(
     listing = client.get("/v1/documents:list")
     listing.raise_for_status()
     stored = {d["path"]: d["content_hash"] for d in listing.json()["documents"]}
-    files = list(iter_files(root, MARKDOWN_SUFFIXES))
-    bar = Progress(len(files)) if progress else None
+    files = list(iter_files(root, DOCUMENT_SUFFIXES))
+    bar = progress_bar(len(files), "index", enabled=progress)
     for path in files:
         rel = path.relative_to(root).as_posix()
         stats.present.add(rel)
         content = path.read_text(errors="replace")
-        if stored.get(rel) == sha256_text(content):
+        if stored.get(rel) == content_hash(content):
             stats.unchanged += 1
         else:
             _upload_document(client, rel, content, scope, stats)
-        if bar:
-            bar.step(rel)
+        bar.update()
+    bar.close()
     for gone in sorted(set(forget) - stats.present):
         response = client.delete("/v1/documents", params={"path": gone})
         if response.status_code == 204:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
+
+from app.hashing import content_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,7 @@ def _chunk(lines: list[str], start: int, end: int) -> TextChunk:
     while end - 1 > start and not lines[end - 1].strip():
         end -= 1  # trailing blank lines would only blur end_line
     content = "\n".join(lines[start:end])
-    return TextChunk(start + 1, end, content, hashlib.sha256(content.encode()).hexdigest())
+    return TextChunk(start + 1, end, content, content_hash(content))
 
 
 def chunk_markdown(text: str, *, target_tokens: int = 400, overlap_tokens: int = 80) -> list[TextChunk]:

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 
 from app.embeddings.base import Vector
+from app.retrieval.scoring import TIE_BREAK_SQL
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +124,7 @@ async def search_by_vector(
     rows = await conn.fetch(
         f"SELECT m.id, 1 - (m.embedding <=> {q}) AS score, m.created_at, m.path FROM memory m "
         f"WHERE {where} AND m.embedding IS NOT NULL{similarity} "
-        f"ORDER BY {order}, m.created_at DESC, m.id LIMIT {sql.bind(limit)}",
+        f"ORDER BY {order}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
     return _leg_rows(rows)
@@ -188,7 +189,7 @@ async def search_by_bm25(
                (SELECT count(*) FROM scored) AS candidates
         FROM scored s JOIN memory m ON m.tenant_id = s.tenant_id AND m.id = s.memory_id
         WHERE {where}
-        ORDER BY s.score DESC, m.created_at DESC, m.id
+        ORDER BY s.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
         """,
         *sql.params,
@@ -212,7 +213,7 @@ async def search_by_substring(
         f"  (SELECT count(*) FROM unnest({pats}::text[]) p WHERE m.content ILIKE p)::float8 "
         f"  / cardinality({pats}::text[]) AS score "
         f"FROM memory m WHERE {where} AND m.content ILIKE ANY({pats}::text[]) "
-        f"ORDER BY score DESC, m.created_at DESC, m.id LIMIT {sql.bind(limit)}",
+        f"ORDER BY score DESC, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
     return _leg_rows(rows)

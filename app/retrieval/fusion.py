@@ -60,17 +60,13 @@ def _hit(
     )
 
 
-def _ordered(hits: list[FusedHit]) -> list[FusedHit]:
-    def best_rank(h: FusedHit) -> int:
-        return min((r for r in h.ranks.values() if r is not None), default=1 << 30)
-
-    return sorted(hits, key=lambda h: (-h.score, best_rank(h), h.id))
-
-
 def fuse_rrf(
     legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], *, k: int = 60, limit: int
 ) -> list[FusedHit]:
-    """Σ wᵢ/(k + rankᵢ), a missing item taking rank limit + 1, divided by the best possible Σ wᵢ/(k + 1)."""
+    """Σ wᵢ/(k + rankᵢ), a missing item taking rank limit + 1, divided by the best possible Σ wᵢ/(k + 1).
+
+    Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
+    """
     order, positions = _collect(legs)
     best = sum(weights[leg] / (k + 1) for leg in legs)
     hits = []
@@ -78,11 +74,14 @@ def fuse_rrf(
         found = positions[item_id]
         total = sum(weights[leg] / (k + (found[leg][0] if leg in found else limit + 1)) for leg in legs)
         hits.append(_hit(item_id, total / best if best > 0 else 0.0, legs, found))
-    return _ordered(hits)
+    return hits
 
 
 def fuse_weighted(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]) -> list[FusedHit]:
-    """Σ wᵢ · scoreᵢ / Σ wᵢ (missing = 0): with 0.7/0.3 and both legs, exactly 0.7·vector + 0.3·keyword."""
+    """Σ wᵢ · scoreᵢ / Σ wᵢ (missing = 0): with 0.7/0.3 and both legs, exactly 0.7·vector + 0.3·keyword.
+
+    Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
+    """
     order, positions = _collect(legs)
     total_weight = sum(weights[leg] for leg in legs)
     hits = []
@@ -90,7 +89,7 @@ def fuse_weighted(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, fl
         found = positions[item_id]
         total = sum(weights[leg] * max(0.0, min(1.0, found[leg][1])) for leg in legs if leg in found)
         hits.append(_hit(item_id, total / total_weight if total_weight > 0 else 0.0, legs, found))
-    return _ordered(hits)
+    return hits
 
 
 def map_keyword_score(raw: float) -> float:

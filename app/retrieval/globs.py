@@ -1,32 +1,48 @@
-"""Path globs with `**` turned into anchored regular expressions (valid in Python and PostgreSQL)."""
+"""Path globs with gitignore semantics (pathspec), as one regular expression for PostgreSQL and RE2.
+
+`recalld index` reads .gitignore files with the same pathspec patterns, so a glob means the same
+thing on both sides. The regex is matched by PostgreSQL in the search legs and by RE2 in Python
+(symbol and multi-hop hits): neither backtracks, so no glob makes matching take exponential time.
+"""
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from typing import Any
+
+import re2
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+# pathspec marks "matched a directory" with a named group; PostgreSQL has no named groups.
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 
-def glob_to_regex(pattern: str) -> str:
-    """`Sources/Auth/**`, `**/Tests/**`, `*.swift` (any folder), `?` one char -> an anchored regex."""
-    pattern = pattern.strip().lstrip("./")
-    if "/" not in pattern:
-        pattern = "**/" + pattern  # a bare name pattern matches in any folder
-    out = ["^"]
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    out.append("$")
-    return "".join(out)
+class GlobError(ValueError):
+    """A glob that is empty, a comment, a negation, or has an invalid character class."""
+
+
+@lru_cache(maxsize=512)
+def glob_to_regex(glob: str) -> str:
+    """`Sources/Auth/**`, `**/Tests/**`, `*.swift` (any folder), `[ab].py` -> an anchored regex."""
+    text = glob.strip()
+    text = text.removeprefix("./")
+    regex, include = GitIgnoreSpecPattern.pattern_to_regex(text)
+    if regex is None or include is not True:
+        raise GlobError(f"{glob!r} is not a path glob (empty, a comment, a negation or an unclosed '[')")
+    regex = _NAMED_GROUP.sub("(?:", regex)
+    try:
+        _compiled(regex)
+    except re2.error as exc:
+        raise GlobError(f"{glob!r} is not a valid glob: {exc}") from exc
+    return regex
+
+
+@lru_cache(maxsize=512)
+def _compiled(regex: str) -> Any:
+    return re2.compile(regex)
+
+
+def path_matches(regex: str, path: str) -> bool:
+    """Whether path matches a regex from glob_to_regex, in time linear in the path (RE2)."""
+    return _compiled(regex).search(path) is not None

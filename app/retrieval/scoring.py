@@ -53,10 +53,14 @@ def temporal_decay(path: str | None, now: datetime, half_life_days: float = 30.0
 class RecallWeights:
     """memory_recall composite weights."""
 
-    relevance: float = 0.4
-    importance: float = 0.3
-    recency: float = 0.2
-    confidence: float = 0.1
+    relevance: float
+    importance: float
+    recency: float
+    confidence: float
+
+
+# The service defaults (SPEC): what a recall uses when neither the request nor the scope sets a weight.
+DEFAULT_RECALL_WEIGHTS = RecallWeights(relevance=0.4, importance=0.3, recency=0.2, confidence=0.1)
 
 
 def recall_score(
@@ -69,6 +73,12 @@ def recall_score(
         + weights.recency * recency
         + weights.confidence * confidence
     )
+
+
+# The one tie order (SPEC): equal scores by created_at DESC, then id ASC. SQL legs end their ORDER
+# BY with TIE_BREAK_SQL (memory alias m), so a LIMIT cuts ties the way tie_break_key sorts them
+# (a UUID's text order is its byte order, which is PostgreSQL's uuid order).
+TIE_BREAK_SQL = "m.created_at DESC, m.id ASC"
 
 
 def tie_break_key(score: float, created_at: datetime, id: str) -> tuple[float, float, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import uuid
 from collections import defaultdict
@@ -16,7 +15,9 @@ from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
-from app.ingest.code_parser import CodeChunk, detect_language, parse_code, split_identifier
+from app.hashing import content_hash
+from app.ingest.code_parser import CodeChunk, parse_code, split_identifier
+from app.ingest.paths import detect_language, path_terms, validate_relative_path
 from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
@@ -48,17 +49,8 @@ def chunk_search_terms(path: str, chunk: CodeChunk) -> list[str]:
     terms: list[str] = []
     for name in names:
         terms.extend(split_identifier(name))
-    terms.extend(part for part in re.split(r"[/._-]+", path) if part)
+    terms.extend(path_terms(path))
     return list(dict.fromkeys(terms))
-
-
-def validate_code_path(path: str) -> str:
-    """Relative POSIX path without '..' (any extension; unsupported languages are reported)."""
-    if not path or len(path) > 512 or path.startswith(("/", "~")) or "\\" in path:
-        raise ApiError(422, "validation_error", f"invalid path {path[:80]!r}: relative POSIX paths only")
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise ApiError(422, "validation_error", f"invalid path {path[:80]!r}: no '.', '..' or empty segments")
-    return path
 
 
 async def ingest_files(
@@ -73,7 +65,7 @@ async def ingest_files(
     tenant_id = principal.tenant_id
     stats = IngestStats()
     for path, _ in files:
-        validate_code_path(path)
+        validate_relative_path(path)
     async with tenant_transaction(conn, [tenant_id], readonly=True):
         known = await code_repo.list_files(conn, tenant_id=tenant_id, repository=repository)
     now = datetime.now(UTC)
@@ -82,8 +74,8 @@ async def ingest_files(
         if language is None:
             stats.unsupported.append(path)
             continue
-        content_hash = hashlib.sha256(content.encode()).hexdigest()
-        if known.get(path) == content_hash:
+        file_hash = content_hash(content)
+        if known.get(path) == file_hash:
             stats.skipped += 1
             continue
         chunks = parse_code(path, content)
@@ -97,7 +89,7 @@ async def ingest_files(
                 path=path,
                 start_line=chunk.start_line,
                 end_line=chunk.end_line,
-                content_hash=hashlib.sha256(chunk.content.encode()).hexdigest(),
+                content_hash=content_hash(chunk.content),
                 repository=repository,
                 symbol=chunk.symbol,
                 symbol_kind=chunk.symbol_kind,
@@ -137,7 +129,7 @@ async def ingest_files(
                 tenant_id=tenant_id,
                 repository=repository,
                 path=path,
-                content_hash=content_hash,
+                content_hash=file_hash,
                 language=language,
             )
         stats.files += 1

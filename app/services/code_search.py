@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,8 @@ import asyncpg
 from app.repositories import code as code_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.fusion import FusedHit
+from app.retrieval.globs import path_matches
+from app.retrieval.scoring import tie_break_key
 
 TYPE_KINDS = frozenset({"class", "struct", "enum", "protocol", "interface", "type", "extension"})
 HOP_DECAY = 0.5  # each hop passes on half of the score that reached its source
@@ -42,9 +43,9 @@ def combine(first: float, second: float) -> float:
 
 
 def _allowed(loc: code_repo.CodeLocation, f: CandidateFilter) -> bool:
-    if f.path_regex is not None and not re.search(f.path_regex, loc.path):
+    if f.path_regex is not None and not path_matches(f.path_regex, loc.path):
         return False
-    return not (f.exclude_path_regex is not None and re.search(f.exclude_path_regex, loc.path))
+    return not (f.exclude_path_regex is not None and path_matches(f.exclude_path_regex, loc.path))
 
 
 async def expand(
@@ -62,7 +63,7 @@ async def expand(
     if symbol:
         await _add_symbol_hits(conn, tenant_id, f, by_id, symbol)
     if depth > 0:
-        ordered = sorted(by_id.values(), key=lambda c: -c.score)[:seeds]
+        ordered = sorted(by_id.values(), key=lambda c: tie_break_key(c.score, c.created_at, c.id))[:seeds]
         frontier = {c.id: c for c in ordered}
         for hop in range(1, depth + 1):
             frontier = await _hop(conn, tenant_id, f, by_id, frontier, hop)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
 from typing import Any
 
 import asyncpg
@@ -17,14 +14,12 @@ from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
+from app.hashing import content_hash
 from app.ingest.markdown import chunk_markdown
+from app.ingest.paths import DOCUMENT_SUFFIXES, is_document, path_terms, validate_relative_path
 from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
-
-DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".mdx", ".rst")
-MAX_PATH_CHARS = 512
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,27 +32,14 @@ class UploadResult:
     unchanged: bool
 
 
-def validate_path(path: str) -> str:
+def validate_document_path(path: str) -> str:
     """A clean relative POSIX path of a markdown/text file, or a 422."""
-    if not path or len(path) > MAX_PATH_CHARS:
-        raise ApiError(422, "validation_error", f"path must be 1–{MAX_PATH_CHARS} characters")
-    if _CONTROL.search(path) or "\\" in path:
-        raise ApiError(422, "validation_error", "path must not contain control characters or backslashes")
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or path.startswith("~"):
-        raise ApiError(422, "validation_error", "path must be relative (like memory/2026-11-20.md)")
-    if any(part in ("..", ".") for part in path.split("/")) or "//" in path:
-        raise ApiError(422, "validation_error", "path must not contain '.', '..' or empty segments")
-    if pure.suffix.lower() not in DOCUMENT_SUFFIXES:
+    validate_relative_path(path)
+    if not is_document(path):
         raise ApiError(
             422, "validation_error", f"path must be a markdown or text file ({', '.join(DOCUMENT_SUFFIXES)})"
         )
-    return str(pure)
-
-
-def _path_terms(path: str) -> list[str]:
-    # The file's own name is searchable too ("daily log 2026-11-20").
-    return [part for part in re.split(r"[/._-]+", path) if part]
+    return path
 
 
 async def upload_document(
@@ -70,9 +52,9 @@ async def upload_document(
     scope: str,
 ) -> UploadResult:
     """Store a file; chunks whose text is unchanged keep their row and embedding."""
-    path = validate_path(path)
+    path = validate_document_path(path)
     tenant_id = principal.tenant_id
-    file_hash = hashlib.sha256(content.encode()).hexdigest()
+    file_hash = content_hash(content)
     chunks = chunk_markdown(content)
     now = datetime.now(UTC)
     async with tenant_transaction(conn, [tenant_id]):
@@ -101,7 +83,7 @@ async def upload_document(
                     id=uuid.uuid4(),
                     kind="document",
                     content=chunk.content,
-                    search_text=search_text_for(chunk.content, _path_terms(path)),
+                    search_text=search_text_for(chunk.content, path_terms(path)),
                     created_at=now,
                     scope=scope,
                     path=path,
@@ -130,7 +112,7 @@ async def read_slice(
     conn: asyncpg.Connection, principal: Principal, *, path: str, start: int | None, lines: int | None
 ) -> dict[str, Any]:
     """Lines [start, start + lines) of a stored file (1-based), or the whole file."""
-    path = validate_path(path)
+    path = validate_document_path(path)
     async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
         stored = await doc_repo.get_document(conn, tenant_id=principal.tenant_id, path=path)
     if stored is None:
@@ -154,7 +136,7 @@ async def read_slice(
 
 async def delete(conn: asyncpg.Connection, principal: Principal, *, path: str) -> None:
     """Forget a file and all its chunks."""
-    path = validate_path(path)
+    path = validate_document_path(path)
     async with tenant_transaction(conn, [principal.tenant_id]):
         if not await doc_repo.delete_document(conn, tenant_id=principal.tenant_id, path=path):
             raise not_found("document")

@@ -21,6 +21,7 @@ from app.repositories.search import CandidateFilter, LegRow
 from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.query import ParsedQuery, ilike_patterns
+from app.retrieval.scoring import tie_break_key
 from app.services.requests import FusionWeights
 from app.services.scopes import ScopeSettings
 from app.state import ServiceState
@@ -241,6 +242,7 @@ async def rank_candidates(
         fused = fuse_rrf(leg_hits, weights, k=plan.k, limit=limit)
     info = {str(r.id): r for rows in legs.values() for r in rows}
     ranked = [RankedHit(h, info[h.id].created_at, info[h.id].path) for h in fused]
+    ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
     timings.add("fuse", started)
     return ranked, match_types
 

@@ -17,6 +17,7 @@ from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.query import ParsedQuery, parse_query
 from app.retrieval.scoring import (
+    DEFAULT_RECALL_WEIGHTS,
     RecallWeights,
     effective_confidence,
     recall_score,
@@ -139,12 +140,7 @@ async def _recall_in_transaction(
 
 def _recall_weights(body: RecallRequest, scope_settings: ScopeSettings) -> RecallWeights:
     base = scope_settings.score_weights
-    weights = RecallWeights(
-        relevance=base.relevance if base else 0.4,
-        importance=base.importance if base else 0.3,
-        recency=base.recency if base else 0.2,
-        confidence=base.confidence if base else 0.1,
-    )
+    weights = base.weights() if base else DEFAULT_RECALL_WEIGHTS
     override = body.score_weights
     if override is None:
         return weights

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.db import tenant_transaction
 from app.errors import ApiError, model_error_details
 from app.repositories.scopes import get_scope_settings, put_scope_settings
+from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS, RecallWeights
 
 # A scope is a name in URLs and butler.toml files alike: the API path and the CLI import agree.
 SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
@@ -32,10 +33,25 @@ class ScoreWeights(BaseModel):
     """memory_recall composite weights."""
 
     model_config = ConfigDict(extra="forbid")
-    relevance: float = Field(0.4, ge=0, le=10, description="Weight of relevance (hybrid search score).")
-    importance: float = Field(0.3, ge=0, le=10, description="Weight of importance/10.")
-    recency: float = Field(0.2, ge=0, le=10, description="Weight of recency of last reference.")
-    confidence: float = Field(0.1, ge=0, le=10, description="Weight of effective confidence.")
+    relevance: float = Field(
+        DEFAULT_RECALL_WEIGHTS.relevance,
+        ge=0,
+        le=10,
+        description="Weight of relevance (hybrid search score).",
+    )
+    importance: float = Field(
+        DEFAULT_RECALL_WEIGHTS.importance, ge=0, le=10, description="Weight of importance/10."
+    )
+    recency: float = Field(
+        DEFAULT_RECALL_WEIGHTS.recency, ge=0, le=10, description="Weight of recency of last reference."
+    )
+    confidence: float = Field(
+        DEFAULT_RECALL_WEIGHTS.confidence, ge=0, le=10, description="Weight of effective confidence."
+    )
+
+    def weights(self) -> RecallWeights:
+        """These weights as the scoring function takes them."""
+        return RecallWeights(self.relevance, self.importance, self.recency, self.confidence)
 
 
 class FusionWeightSettings(BaseModel):

@@ -13,10 +13,11 @@ import asyncpg
 from app.auth import Principal
 from app.db import tenant_transaction
 from app.embeddings.base import Vector
+from app.errors import ApiError
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.fusion import FusedHit
-from app.retrieval.globs import glob_to_regex
+from app.retrieval.globs import GlobError, glob_to_regex
 from app.retrieval.highlights import highlight_spans
 from app.retrieval.query import ParsedQuery, parse_query
 from app.retrieval.scoring import temporal_decay, tie_break_key
@@ -46,12 +47,21 @@ def _match_type(hit: FusedHit, match_types: dict[str, str]) -> str:
     return match_types[present[0]] if present else "hybrid"
 
 
+def _path_regex(field: str, glob: str | None) -> str | None:
+    if not glob:
+        return None
+    try:
+        return glob_to_regex(glob)
+    except GlobError as exc:
+        raise ApiError(422, "validation_error", f"{field}: {exc}") from exc
+
+
 def _candidate_filter(body: SearchRequest, tenant_ids: list[str], min_confidence: float) -> CandidateFilter:
     filters = body.filters
     return CandidateFilter(
         repository=body.repository,
-        path_regex=glob_to_regex(body.file_filter) if body.file_filter else None,
-        exclude_path_regex=glob_to_regex(body.exclude_filter) if body.exclude_filter else None,
+        path_regex=_path_regex("file_filter", body.file_filter),
+        exclude_path_regex=_path_regex("exclude_filter", body.exclude_filter),
         tenant_ids=tenant_ids,
         kinds=tuple(body.types) if body.types else DEFAULT_KINDS,
         scope=body.scope,

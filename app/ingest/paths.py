@@ -1,0 +1,57 @@
+"""File paths as recalld stores them: which suffixes are documents or code, the one path rule, path terms."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from app.errors import ApiError
+
+DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt", ".mdx", ".rst")
+LANGUAGE_BY_SUFFIX = {
+    ".swift": "swift",
+    ".py": "python",
+    ".pyi": "python",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".go": "go",
+}
+CODE_SUFFIXES = tuple(LANGUAGE_BY_SUFFIX)
+MAX_PATH_CHARS = 512
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_TERM_SEPARATORS = re.compile(r"[/._-]+")
+
+
+def detect_language(path: str) -> str | None:
+    """swift, python, typescript, javascript or go from the file name; None when unsupported."""
+    return LANGUAGE_BY_SUFFIX.get(PurePosixPath(path.lower()).suffix)
+
+
+def is_document(path: str) -> bool:
+    """Whether the path names a markdown or text file."""
+    return PurePosixPath(path.lower()).suffix in DOCUMENT_SUFFIXES
+
+
+def validate_relative_path(path: str) -> str:
+    """The path unchanged when it is a clean relative POSIX path, else a 422 naming the rule it breaks."""
+    shown = repr(path[:80])
+    if not path or len(path) > MAX_PATH_CHARS:
+        raise ApiError(422, "validation_error", f"path must be 1–{MAX_PATH_CHARS} characters")
+    if _CONTROL.search(path) or "\\" in path:
+        raise ApiError(422, "validation_error", f"invalid path {shown}: no control characters or backslashes")
+    if path.startswith(("/", "~")):
+        raise ApiError(422, "validation_error", f"invalid path {shown}: must be relative")
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        raise ApiError(422, "validation_error", f"invalid path {shown}: no '.', '..' or empty segments")
+    return path
+
+
+def path_terms(path: str) -> list[str]:
+    """The words of a path the keyword index also sees: memory/2026-11-20.md -> memory 2026 11 20 md."""
+    return [part for part in _TERM_SEPARATORS.split(path) if part]
