@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         "without an Origin header (agents, CLIs) are always allowed.",
     )
 
+    server_timing: bool = Field(
+        default=False,
+        description="Send per-phase Server-Timing headers on search/recall (for benchmarks; off in shared use).",
+    )
+
     @property
     def resolved_data_dir(self) -> Path:
         """Data directory with ~ expanded."""

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
+from app.state import ServiceState
 from tests.conftest import TenantFactory, TenantKeys
 
 SPEC_OPERATION_IDS = {
@@ -284,9 +286,13 @@ async def test_search_and_recall_bodies_are_exactly_their_documented_models(
 
 
 async def test_search_and_recall_report_their_phases_in_server_timing(
-    client: httpx.AsyncClient, make_tenant: TenantFactory
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """recalld bench reads these: every phase that costs time is named, and total covers them."""
+    monkeypatch.setattr(service.settings, "server_timing", True)
     tenant = await make_tenant()
     stored = await client.post(
         "/v1/facts", json={"content": "The kayak is stored in Lisbon"}, headers=tenant.headers()

@@ -11,6 +11,8 @@ from app.api.deps import ConnDep, Reader, StateDep
 from app.api.schemas import RecallIn, RecallOut, SearchIn, SearchOut
 from app.services import recall as recall_service
 from app.services import search as service
+from app.services.ranking import Timings
+from app.state import ServiceState
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])
 
@@ -22,10 +24,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _json(result: dict[str, Any], server_timing: str) -> Response:
+def _json(state: ServiceState, result: dict[str, Any], timings: Timings) -> Response:
     # The service builds the documented shape itself (tests compare it with the response model);
     # re-validating it against the model on every response cost more than the fusion.
-    return Response(to_json(result), media_type="application/json", headers={"Server-Timing": server_timing})
+    # Phase timings are off by default: the embed phase told a tenant whether a query string was
+    # already cached, i.e. searched recently (benchmarks turn them on with RECALLD_SERVER_TIMING).
+    headers = {"Server-Timing": timings.header()} if state.settings.server_timing else None
+    return Response(to_json(result), media_type="application/json", headers=headers)
 
 
 @router.post(
@@ -38,7 +43,7 @@ def _json(result: dict[str, Any], server_timing: str) -> Response:
 async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
     """Hybrid BM25 + vector retrieval fused with RRF (or weighted); every result explains its score."""
     result, timings = await service.search(state, conn, principal, body.to_domain())
-    return _json(result, timings.header())
+    return _json(state, result, timings)
 
 
 @router.post(
@@ -51,4 +56,4 @@ async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principa
 async def memory_recall(body: RecallIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
     """Composite score: relevance, importance, recency and effective confidence, each reported."""
     result, timings = await recall_service.recall(state, conn, principal, body.to_domain())
-    return _json(result, timings.header())
+    return _json(state, result, timings)

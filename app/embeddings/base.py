@@ -30,9 +30,11 @@ class EmbedderIdentity:
 class Embedder:
     """Runs a blocking encode function off the event loop.
 
-    One worker thread owns the model (2 cores: a second thread would only contend). Queries that
-    arrive while the worker is busy are embedded together in the next batch, and recent query
-    vectors are cached, since agents repeat queries a lot.
+    Queries and documents have a worker thread each: a query never queues behind a tenant's bulk
+    upload (it shares the cores with it meanwhile, which costs far less than waiting for it).
+    Queries that arrive while the query worker is busy are embedded together in its next batch,
+    and recent query vectors are cached per tenant, since agents repeat queries a lot; a cache
+    shared across tenants would let one tenant time whether another searched a string.
     """
 
     def __init__(
@@ -42,10 +44,12 @@ class Embedder:
         self.runtime = runtime
         self._encode = encode
         self._batch_size = batch_size
-        self._cache: OrderedDict[str, Vector] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._cache_size = cache_size
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
-        self._pending: dict[str, asyncio.Future[Vector]] = {}
+        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-query")
+        self._document_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-documents")
+        # Keyed by (tenant id, text): identical queries of two tenants never share a future either.
+        self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}
         self._worker: asyncio.Task[None] | None = None
         self.document_texts_embedded = 0
 
@@ -56,22 +60,23 @@ class Embedder:
         for start in range(0, len(texts), self._batch_size):
             batch = list(texts[start : start + self._batch_size])
             started = time.perf_counter()
-            matrix = await loop.run_in_executor(self._executor, self._encode, batch)
+            matrix = await loop.run_in_executor(self._document_executor, self._encode, batch)
             EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
             out.extend(np.asarray(row, dtype=np.float32) for row in matrix)
         self.document_texts_embedded += len(texts)
         return out
 
-    async def embed_query(self, text: str) -> Vector:
-        """Embed one query; cached, and batched with concurrent queries."""
-        cached = self._cache.get(text)
+    async def embed_query(self, text: str, *, tenant_id: str) -> Vector:
+        """Embed one query; cached per tenant, and batched with concurrent queries."""
+        key = (tenant_id, text)
+        cached = self._cache.get(key)
         if cached is not None:
-            self._cache.move_to_end(text)
+            self._cache.move_to_end(key)
             return cached
-        future = self._pending.get(text)
+        future = self._pending.get(key)
         if future is None:
             future = asyncio.get_running_loop().create_future()
-            self._pending[text] = future
+            self._pending[key] = future
             if self._worker is None or self._worker.done():
                 self._worker = asyncio.create_task(self._drain())
         return await asyncio.shield(future)
@@ -80,27 +85,29 @@ class Embedder:
         loop = asyncio.get_running_loop()
         while self._pending:
             batch = dict(list(self._pending.items())[: self._batch_size])
-            texts = list(batch)
+            keys = list(batch)
+            texts = [text for _, text in keys]
             try:
-                matrix = await loop.run_in_executor(self._executor, self._encode, texts)
+                matrix = await loop.run_in_executor(self._query_executor, self._encode, texts)
             except Exception as exc:
-                for text, future in batch.items():
-                    self._pending.pop(text, None)
+                for key, future in batch.items():
+                    self._pending.pop(key, None)
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            for text, row in zip(texts, matrix, strict=True):
+            for key, row in zip(keys, matrix, strict=True):
                 vector = np.asarray(row, dtype=np.float32)
-                self._remember(text, vector)
-                future = self._pending.pop(text)
+                self._remember(key, vector)
+                future = self._pending.pop(key)
                 if not future.done():
                     future.set_result(vector)
 
-    def _remember(self, text: str, vector: Vector) -> None:
-        self._cache[text] = vector
+    def _remember(self, key: tuple[str, str], vector: Vector) -> None:
+        self._cache[key] = vector
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
     def close(self) -> None:
-        """Stop the worker thread."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the worker threads."""
+        self._query_executor.shutdown(wait=False, cancel_futures=True)
+        self._document_executor.shutdown(wait=False, cancel_futures=True)

@@ -247,11 +247,11 @@ async def rank_candidates(
     return ranked, match_types
 
 
-async def _embed_query(state: ServiceState, text: str, timings: Timings) -> Vector | None:
+async def _embed_query(state: ServiceState, text: str, tenant_id: str, timings: Timings) -> Vector | None:
     if state.embedder is None:
         return None
     started = time.perf_counter()
-    vector = await state.embedder.embed_query(text)
+    vector = await state.embedder.embed_query(text, tenant_id=tenant_id)
     EMBEDDING_LATENCY.labels("query").observe(time.perf_counter() - started)
     timings.add("embed", started)
     return vector
@@ -259,12 +259,12 @@ async def _embed_query(state: ServiceState, text: str, timings: Timings) -> Vect
 
 @asynccontextmanager
 async def query_embedding(
-    state: ServiceState, text: str, timings: Timings, *, wanted: bool
+    state: ServiceState, text: str, timings: Timings, *, tenant_id: str, wanted: bool
 ) -> AsyncIterator[asyncio.Task[Vector | None] | None]:
     """The query's embedding as a background task for the block; abandoned on the way out."""
     # The model's thread runs while PostgreSQL does the keyword leg; a task nobody awaited (an
     # error, a keyword-only plan) is cancelled or its exception retrieved, never left dangling.
-    task = asyncio.create_task(_embed_query(state, text, timings)) if wanted else None
+    task = asyncio.create_task(_embed_query(state, text, tenant_id, timings)) if wanted else None
     try:
         yield task
     finally:

@@ -46,7 +46,9 @@ async def recall(
     total = time.perf_counter()
     tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
     parsed = parse_query(body.topic)
-    async with query_embedding(state, parsed.text, timings, wanted=not parsed.is_empty) as vector:
+    async with query_embedding(
+        state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=not parsed.is_empty
+    ) as vector:
         response = await _recall_in_transaction(
             state, conn, principal, body, parsed, vector, tenant_ids, timings
         )

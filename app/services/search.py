@@ -84,7 +84,9 @@ async def search(
     if parsed.is_empty and not body.symbol:
         return _search_response(state, body), timings
     embed = state.embedder is not None and body.mode != "keyword" and not parsed.is_empty
-    async with query_embedding(state, parsed.text, timings, wanted=embed) as vector:
+    async with query_embedding(
+        state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=embed
+    ) as vector:
         response = await _search_in_transaction(
             state, conn, principal, body, parsed, vector, tenant_ids, timings
         )

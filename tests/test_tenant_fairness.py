@@ -1,0 +1,76 @@
+"""One tenant's traffic never slows another down or tells it anything: cache, timing, embedder queues."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from app.embeddings.base import Embedder, EmbedderIdentity
+from tests.conftest import TenantFactory
+
+# Not about semantics: these embedders are stubs so the tests can see and steer every encode call.
+_IDENTITY = EmbedderIdentity("stub", "stub", 4)
+
+
+def _vectors(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    return np.ones((len(texts), 4), dtype=np.float32)
+
+
+async def test_search_sends_no_server_timing_unless_enabled(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    """The embed phase's duration told a tenant whether someone had searched a string recently."""
+    tenant = await make_tenant()
+    await client.post("/v1/facts", json={"content": "The kayak is in Lisbon"}, headers=tenant.headers())
+    for path, body in (("/v1/search", {"query": "kayak"}), ("/v1/recall", {"topic": "kayak"})):
+        response = await client.post(path, json=body, headers=tenant.headers("reader"))
+        assert response.status_code == 200
+        assert "server-timing" not in response.headers, path
+
+
+async def test_query_embedding_cache_is_not_shared_between_tenants() -> None:
+    """A second tenant asking the same string is embedded afresh, so its latency reveals nothing."""
+    calls: list[list[str]] = []
+
+    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        calls.append(list(texts))
+        return _vectors(texts)
+
+    embedder = Embedder(_IDENTITY, encode, runtime="stub", batch_size=8, cache_size=16)
+    try:
+        await embedder.embed_query("who searched this?", tenant_id="tenant-a")
+        await embedder.embed_query("who searched this?", tenant_id="tenant-a")
+        assert len(calls) == 1  # the tenant's own repeat is a hit
+        await embedder.embed_query("who searched this?", tenant_id="tenant-b")
+        assert len(calls) == 2
+    finally:
+        embedder.close()
+
+
+async def test_query_embedding_does_not_wait_behind_bulk_document_embedding() -> None:
+    """A document batch that cannot finish until a query is answered must not block that query."""
+    release_documents = threading.Event()
+
+    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if texts and texts[0].startswith("document"):
+            # Blocks the worker it runs on until the query below has its vector (or 10 s pass).
+            release_documents.wait(timeout=10)
+        return _vectors(texts)
+
+    embedder = Embedder(_IDENTITY, encode, runtime="stub", batch_size=2, cache_size=16)
+    try:
+        bulk = asyncio.create_task(embedder.embed_documents([f"document {i}" for i in range(8)]))
+        await asyncio.sleep(0.05)  # the first document batch is now running
+        vector = await asyncio.wait_for(embedder.embed_query("urgent", tenant_id="t"), timeout=5)
+        assert not bulk.done()
+        assert vector.shape == (4,)
+        release_documents.set()
+        assert len(await bulk) == 8
+    finally:
+        release_documents.set()
+        embedder.close()
