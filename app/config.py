@@ -68,6 +68,17 @@ class Settings(BaseSettings):
         "without an Origin header (agents, CLIs) are always allowed.",
     )
 
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest request body (bytes) of most operations; bigger ones get 413 before auth.",
+    )
+    max_upload_body_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Largest body of document/code uploads, batches and /mcp (a 4 MiB file fits escaped).",
+    )
+
     server_timing: bool = Field(
         default=False,
         description="Send per-phase Server-Timing headers on search/recall (for benchmarks; off in shared use).",

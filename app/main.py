@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from app.api import code, documents, health, memories, scopes, search
 from app.api.mcp import mount_mcp
 from app.api.openapi import install_openapi
+from app.body_limit import BodyLimitMiddleware
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
@@ -74,6 +75,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
 
+    # Added first, so it runs inside RequestMiddleware: refused bodies still show in the metrics.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        default_limit=settings.max_body_bytes,
+        upload_limit=settings.max_upload_body_bytes,
+    )
     app.add_middleware(RequestMiddleware)
 
     app.include_router(health.router)
