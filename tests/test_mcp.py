@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
@@ -345,3 +346,18 @@ async def test_json_rpc_batches_are_refused_and_change_nothing(
     assert single.json()["result"]["structuredContent"]["content"] == "one at a time"
     metrics = (await client.get("/metrics")).text
     assert 'route="/mcp",status="400"' in metrics and 'route="/mcp",status="200"' in metrics
+
+
+async def test_only_post_is_served(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
+    tenant = await make_tenant("mcp")
+    headers = {
+        **tenant.headers("reader"),
+        "Accept": "text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    for method in ("GET", "DELETE"):
+        # Stateless: no stream to open (a GET used to hang on an empty one), no session to end.
+        refused = await asyncio.wait_for(client.request(method, "/mcp", headers=headers), timeout=10)
+        assert refused.status_code == 405
+        assert refused.headers["allow"] == "POST"
+        assert refused.json()["error"]["code"] == "method_not_allowed"

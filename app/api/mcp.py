@@ -163,7 +163,9 @@ class McpEndpoint:
     def __init__(self, manager: StreamableHTTPSessionManager, allowed_origins: Sequence[str]) -> None:
         self.manager = manager
         self.allowed_origins = tuple(allowed_origins)
-        self.route = Route(MCP_PATH, self)
+        # POST only: stateless, the server never writes to a client between requests, so a GET
+        # (SSE stream) would only hold a connection open, and there is no session to DELETE.
+        self.route = Route(MCP_PATH, self, methods=["POST"])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # FastAPI puts only its own routes in the scope; the latency metric reads the route there.
