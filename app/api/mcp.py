@@ -30,9 +30,6 @@ from app.state import ServiceState
 log = logging.getLogger("recalld.mcp")
 
 MCP_PATH = "/mcp"
-# Bodies past this are refused by the SDK (413) before they are parsed: the largest argument a
-# tool takes is a 4 MiB document, which JSON escaping can make a few times longer.
-MAX_MCP_BODY_BYTES = 32 * 1024 * 1024
 _CALLER = "recalld.mcp_caller"  # ASGI scope key: who is calling, set before the SDK sees the request
 _PORT = re.compile(r"[0-9]{1,5}")
 
@@ -198,8 +195,12 @@ def mount_mcp(app: FastAPI, settings: Settings) -> StreamableHTTPSessionManager:
     # would live in one process's memory) and nothing outlives a request. The tools are plain
     # request/response, so the server never needs to reach a client between requests; JSON
     # answers (no SSE stream) follow from that.
+    # BodyLimitMiddleware already holds /mcp to the upload cap; the SDK's own cap must not be lower.
     manager = StreamableHTTPSessionManager(
-        app=server, stateless=True, json_response=True, max_request_body_size=MAX_MCP_BODY_BYTES
+        app=server,
+        stateless=True,
+        json_response=True,
+        max_request_body_size=settings.max_upload_body_bytes,
     )
     app.router.routes.append(McpEndpoint(manager, settings.mcp_allowed_origins).route)
     return manager
