@@ -98,6 +98,28 @@ class ResearchIn(StrictModel):
         return self
 
 
+def index_body(repository: str, stats: service.IngestStats) -> dict[str, Any]:
+    """The code_index_files answer (REST body and MCP result alike)."""
+    return {
+        "repository": repository,
+        "files": stats.files,
+        "skipped": stats.skipped,
+        "chunks": stats.chunks,
+        "embedded": stats.embedded,
+        "symbols": stats.symbols,
+        "edges": stats.edges,
+        "unsupported": stats.unsupported,
+    }
+
+
+def listing_body(repository: str, files: dict[str, str]) -> dict[str, Any]:
+    """The code_list_files answer: paths in order, each with its content hash."""
+    return {
+        "repository": repository,
+        "files": [{"path": p, "content_hash": h} for p, h in sorted(files.items())],
+    }
+
+
 @router.put(
     "/files",
     operation_id="code_index_files",
@@ -132,16 +154,7 @@ async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal
         repository=body.repository,
         files=[(f.path, f.content) for f in body.files],
     )
-    return {
-        "repository": body.repository,
-        "files": stats.files,
-        "skipped": stats.skipped,
-        "chunks": stats.chunks,
-        "embedded": stats.embedded,
-        "symbols": stats.symbols,
-        "edges": stats.edges,
-        "unsupported": stats.unsupported,
-    }
+    return index_body(body.repository, stats)
 
 
 @router.get(
@@ -170,10 +183,7 @@ async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal
 async def list_files(conn: ConnDep, principal: Reader, repository: RepositoryQuery) -> dict[str, Any]:
     """Every indexed path with its content hash."""
     files = await service.list_files(conn, principal, repository=repository)
-    return {
-        "repository": repository,
-        "files": [{"path": p, "content_hash": h} for p, h in sorted(files.items())],
-    }
+    return listing_body(repository, files)
 
 
 @router.delete(

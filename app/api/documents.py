@@ -102,6 +102,16 @@ class DocumentList(StrictModel):
     documents: list[DocumentListing] = Field(..., description="Stored files, by path.")
 
 
+def upload_body(result: service.UploadResult) -> dict[str, Any]:
+    """The document_put answer (REST body and MCP result alike)."""
+    return {
+        "path": result.path,
+        "chunks": result.chunks,
+        "embedded": result.embedded,
+        "unchanged": result.unchanged,
+    }
+
+
 @router.put(
     "/documents",
     response_model=DocumentOut,
@@ -117,12 +127,7 @@ async def put_document(body: DocumentIn, state: StateDep, conn: ConnDep, princip
     result = await service.upload_document(
         conn, state.embedder, principal, path=body.path, content=body.content, scope=body.scope
     )
-    return {
-        "path": result.path,
-        "chunks": result.chunks,
-        "embedded": result.embedded,
-        "unchanged": result.unchanged,
-    }
+    return upload_body(result)
 
 
 @router.get(

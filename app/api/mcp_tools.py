@@ -10,8 +10,8 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.code import CodeFilesIn, RepositoryName, ResearchIn
-from app.api.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice
+from app.api.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
+from app.api.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
 from app.api.schemas import (
     BatchIn,
     BatchOut,
@@ -185,12 +185,7 @@ async def _document_put(
     result = await document_service.upload_document(
         conn, state.embedder, who, path=args.path, content=args.content, scope=args.scope
     )
-    return {
-        "path": result.path,
-        "chunks": result.chunks,
-        "embedded": result.embedded,
-        "unchanged": result.unchanged,
-    }
+    return upload_body(result)
 
 
 async def _document_get(
@@ -220,26 +215,14 @@ async def _code_index(
     stats = await code_service.ingest_files(
         conn, state.embedder, who, repository=args.repository, files=[(f.path, f.content) for f in args.files]
     )
-    return {
-        "repository": args.repository,
-        "files": stats.files,
-        "skipped": stats.skipped,
-        "chunks": stats.chunks,
-        "embedded": stats.embedded,
-        "symbols": stats.symbols,
-        "edges": stats.edges,
-        "unsupported": stats.unsupported,
-    }
+    return index_body(args.repository, stats)
 
 
 async def _code_list(
     state: ServiceState, conn: asyncpg.Connection, who: Principal, args: RepositoryIn
 ) -> Any:
     files = await code_service.list_files(conn, who, repository=args.repository)
-    return {
-        "repository": args.repository,
-        "files": [{"path": p, "content_hash": h} for p, h in sorted(files.items())],
-    }
+    return listing_body(args.repository, files)
 
 
 async def _code_delete(
