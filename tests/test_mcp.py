@@ -361,3 +361,17 @@ async def test_only_post_is_served(client: httpx.AsyncClient, make_tenant: Tenan
         assert refused.status_code == 405
         assert refused.headers["allow"] == "POST"
         assert refused.json()["error"]["code"] == "method_not_allowed"
+
+
+async def test_an_unknown_protocol_version_is_refused_before_any_tool_runs(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    version = {"MCP-Protocol-Version": "1999-01-01"}
+    odd = await client.post("/mcp", **_post(tenant, _store_call(1, "from the future"), **version))
+    assert odd.status_code == 400
+    assert "result" not in odd.json() and odd.json()["error"]["code"] == types.INVALID_PARAMS
+    found = await client.post(
+        "/v1/search", json={"query": "future", "mode": "keyword"}, headers=tenant.headers("reader")
+    )
+    assert found.json()["results"] == []
