@@ -61,6 +61,16 @@ class Settings(BaseSettings):
         description="Tenants with at most this many embedded rows always get an exact vector scan.",
     )
     hnsw_ef_search: int = 100
+    keyword_postings_per_lexeme: int = Field(
+        default=200,
+        description="BM25 reads this many best postings per query lexeme (at least twice the limit) "
+        "and re-scores the best candidates exactly; 0 scores every posting (exact BM25, whose cost "
+        "grows with the tenant).",
+    )
+    keyword_exact_max_postings: int = Field(
+        default=10000,
+        description="Queries whose lexemes have at most this many postings in all are scored exactly.",
+    )
 
     mcp_allowed_origins: list[str] = Field(
         default=["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"],

@@ -20,4 +20,3 @@ class ServiceState:
     schema_revision: str
     # Short-lived caches keyed by tenant set: (monotonic time, values...).
     tenant_sizes: dict[str, tuple[float, tuple[int, int]]] = field(default_factory=dict)
-    keyword_stats: dict[str, tuple[float, tuple[int, float]]] = field(default_factory=dict)

@@ -215,17 +215,6 @@ async def embedded_row_counts(conn: asyncpg.Connection, *, tenant_ids: Sequence[
     return mine, max(mine, int(row["total"]))
 
 
-async def keyword_corpus_stats(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, float]:
-    """Row count and mean distinct-lexeme length over the tenants (portable BM25's N and avgdl)."""
-    row = await conn.fetchrow(
-        "SELECT count(*) AS n, coalesce(avg(length(search_vector)), 1) AS avgdl "
-        "FROM memory WHERE tenant_id = ANY($1::uuid[])",
-        [uuid.UUID(t) for t in tenant_ids],
-    )
-    assert row is not None
-    return int(row["n"]), max(float(row["avgdl"]), 1.0)
-
-
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
     """An existing chunk of a document or code file."""

@@ -132,10 +132,41 @@ async def search_by_vector(
 
 @dataclass(frozen=True, slots=True)
 class KeywordRows:
-    """A BM25 leg's rows, and whether the candidate cut may have hidden rows the filters keep."""
+    """A BM25 leg's rows, and whether the per-lexeme cut may have hidden rows the filters keep."""
 
     rows: list[LegRow]
     truncated: bool
+
+
+# N, avgdl and the query lexemes' idf, from the statistics the write triggers keep (migration
+# 0006): a few indexed rows per lexeme, whatever the tenant's size. $1 query text, $2 tenants.
+_BM25_STATS = """
+    q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme),
+    corpus AS MATERIALIZED (
+        SELECT greatest(sum(documents), 1)::float8 AS n,
+               greatest(sum(total_length)::float8 / greatest(sum(documents), 1), 1) AS avgdl
+        FROM keyword_corpus_stat WHERE tenant_id = ANY($2::uuid[])
+    ), w AS MATERIALIZED (
+        SELECT q.lexeme, df.n AS df, ln(1 + (greatest(c.n, df.n) - df.n + 0.5) / (df.n + 0.5)) AS idf
+        FROM q CROSS JOIN corpus c CROSS JOIN LATERAL (
+            SELECT sum(s.documents)::float8 AS n FROM keyword_lexeme_stat s
+            WHERE s.tenant_id = ANY($2::uuid[]) AND s.lexeme = q.lexeme
+        ) df
+        WHERE df.n > 0
+    )"""
+
+# BM25's tf part is tf·(k1+1) / (tf + k1·(1−b) + k1·b/avgdl · dl): $3 = k1·(1−b), $4 = k1·b, and
+# the (k1+1) factor ($5) is applied to the final sum. float8 throughout: numeric arithmetic here
+# ran once per posting and cost a quarter of the query.
+# One candidate's memory row if the filters keep it. A parameterised lookup per candidate whatever
+# the statistics say (OFFSET 0 keeps the planner from turning it into a join over the tenant), and
+# in the candidates' order, so an exact ranking stops reading once `limit` rows passed.
+_MEMORY_OF = (
+    "SELECT m.id, m.created_at, m.path, m.search_vector FROM memory m "
+    "WHERE m.tenant_id = {source}.tenant_id AND m.id = {source}.memory_id AND {where} OFFSET 0"
+)
+
+_TF_PART = "{tf} / ({tf} + $3::float8 + $4::float8 / c.avgdl * {dl})"
 
 
 async def search_by_bm25(
@@ -143,61 +174,96 @@ async def search_by_bm25(
     *,
     f: CandidateFilter,
     query_text: str,
-    corpus_size: int,
-    avg_doc_length: float,
     limit: int,
-    candidates: int | None,
+    postings_per_lexeme: int | None,
+    candidates: int,
+    exact_below_postings: int = 0,
     k1: float = 1.2,
     b: float = 0.75,
 ) -> KeywordRows:
-    """BM25 over the tenants' keyword postings: only rows holding a query lexeme, best first.
+    """BM25 (k1, b) over the tenants' keyword postings, best first, with the tenants' own statistics.
 
-    Document frequencies, N and avgdl are the tenants' own, so other tenants' text never moves a
-    score. The postings' top `candidates` (None: all) are then joined to memory for the filters;
-    `truncated` says the cut was reached, so a caller short of `limit` rows can ask for all.
+    postings_per_lexeme=None is exact BM25: every posting of every query lexeme is scored. With a
+    number, a query whose lexemes have more than exact_below_postings postings in all reads only
+    that many per tenant and lexeme, best impact first (the primary key's order), so its cost
+    depends on the query, not on the tenant's size; the `candidates` best by their partial sums
+    are then re-scored exactly from their stored search_vector, which adds what the cut left out.
+    Rare lexemes (the ones that decide BM25) are read whole; a common one carries little idf, so
+    the ranking seldom differs from the exact one (`recalld eval --keyword-agreement` measures
+    it). `truncated` says a cut may have hidden rows, so a caller short of `limit` rows after the
+    filters can read deeper.
     """
     sql = _Sql()
+    for value in (query_text, [uuid.UUID(t) for t in f.tenant_ids], k1 * (1 - b), k1 * b, k1 + 1):
+        sql.bind(value)
     where = _where(sql, f)
-    tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
-    # BM25's tf part is tf·(k1+1) / (tf + k1·(1−b) + k1·b/avgdl · dl); the constants are folded
-    # here and the (k1+1) factor applied to the final sum, so each posting costs three float ops.
-    length_free, per_length = sql.bind(k1 * (1 - b)), sql.bind(k1 * b / max(avg_doc_length, 1e-9))
-    rows = await conn.fetch(
-        f"""
-        WITH q AS (
-            SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', {sql.bind(query_text)}))) AS lexeme
-        ), w AS MATERIALIZED (
-            -- float8 throughout: numeric arithmetic here ran once per posting and cost a quarter
-            -- of the query. greatest(): N is cached briefly and may trail a fresh document frequency.
-            SELECT q.lexeme, ln(1 + (greatest({sql.bind(float(corpus_size))}::float8, df.n) - df.n + 0.5)
-                                / (df.n + 0.5)) AS idf
-            FROM q CROSS JOIN LATERAL (
-                SELECT count(*)::float8 AS n FROM keyword_posting d
-                WHERE d.tenant_id = ANY({tenants}::uuid[]) AND d.lexeme = q.lexeme
-            ) df
-            WHERE df.n > 0
-        ), scored AS MATERIALIZED (
+    if postings_per_lexeme is None:
+        statement = f"""
+        WITH {_BM25_STATS}, scored AS MATERIALIZED (
             SELECT p.tenant_id, p.memory_id,
-                   sum(w.idf * p.term_frequency / (p.term_frequency + {length_free}::float8
-                       + {per_length}::float8 * p.document_length)) AS score
-            FROM w JOIN keyword_posting p ON p.tenant_id = ANY({tenants}::uuid[]) AND p.lexeme = w.lexeme
+                   sum(w.idf * {_TF_PART.format(tf="p.term_frequency", dl="p.document_length")}) AS score
+            FROM w CROSS JOIN corpus c
+            JOIN keyword_posting p ON p.tenant_id = ANY($2::uuid[]) AND p.lexeme = w.lexeme
             GROUP BY p.tenant_id, p.memory_id
-            ORDER BY score DESC, p.memory_id
-            LIMIT {sql.bind(candidates)}::int
         )
-        SELECT m.id, s.score * {sql.bind(k1 + 1)}::float8 AS score, m.created_at, m.path,
-               (SELECT count(*) FROM scored) AS candidates
-        FROM scored s JOIN memory m ON m.tenant_id = s.tenant_id AND m.id = s.memory_id
-        WHERE {where}
+        SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, false AS truncated
+        FROM (SELECT * FROM scored ORDER BY score DESC) s CROSS JOIN LATERAL ({_MEMORY_OF.format(source="s", where=where)}) m
         ORDER BY s.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
-        """,
-        *sql.params,
+        """
+    else:
+        per_lexeme, exact_below = sql.bind(postings_per_lexeme), sql.bind(exact_below_postings)
+        tf = "greatest(coalesce(cardinality(u.positions), 1), 1)"
+        statement = f"""
+        WITH {_BM25_STATS}, depth AS MATERIALIZED (
+            -- The statistics say what exact scoring would read: below the bound it is cheap
+            -- enough and no posting is skipped (LIMIT NULL); above it, which lists get cut.
+            SELECT CASE WHEN coalesce(sum(df), 0) <= {exact_below}::float8 THEN NULL
+                        ELSE {per_lexeme}::int END AS per_lexeme,
+                   coalesce(sum(df), 0) > {exact_below}::float8 AND coalesce(bool_or(df > {per_lexeme}::int), false)
+                       AS lists_cut
+            FROM w
+        ), top AS MATERIALIZED (
+            -- Backwards over (tenant_id, lexeme, impact, memory_id): best impact first, no sort.
+            SELECT p.tenant_id, p.memory_id,
+                   w.idf * {_TF_PART.format(tf="p.term_frequency", dl="p.document_length")} AS part
+            FROM unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
+            CROSS JOIN LATERAL (
+                SELECT p.tenant_id, p.memory_id, p.term_frequency, p.document_length FROM keyword_posting p
+                WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
+                ORDER BY p.impact DESC, p.memory_id DESC
+                LIMIT (SELECT per_lexeme FROM depth)
+            ) p
+        ), ranked AS MATERIALIZED (
+            SELECT tenant_id, memory_id, sum(part) AS partial FROM top GROUP BY tenant_id, memory_id
+            ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int + 1
+        ), cut AS MATERIALIZED (
+            SELECT * FROM ranked ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int
+        ), flags AS MATERIALIZED (
+            SELECT d.lists_cut, (SELECT count(*) FROM ranked) > {sql.bind(candidates)}::int AS candidates_cut
+            FROM depth d
+        ), lexemes AS MATERIALIZED (SELECT array_agg(lexeme) AS all_of_them FROM w)
+        SELECT m.id, m.created_at, m.path,
+               CASE WHEN NOT flags.lists_cut THEN $5::float8 * cut.partial
+               -- Exact score of a row the cut may have shortchanged: its own tsvector narrowed to
+               -- the query lexemes (setweight marks them, ts_filter keeps them).
+               ELSE $5::float8 * (
+                   SELECT sum(w.idf * {_TF_PART.format(tf=tf, dl="length(m.search_vector)")})
+                   FROM unnest(ts_filter(setweight(m.search_vector, 'A', l.all_of_them), '{{a}}')) AS u
+                   JOIN w ON w.lexeme = u.lexeme
+               ) END AS score,
+               flags.lists_cut OR flags.candidates_cut AS truncated
+        FROM cut CROSS JOIN LATERAL ({_MEMORY_OF.format(source="cut", where=where)}) m
+        CROSS JOIN lexemes l CROSS JOIN corpus c CROSS JOIN flags
+        ORDER BY score DESC, {TIE_BREAK_SQL}
+        LIMIT {sql.bind(limit)}
+        """
+    rows = await conn.fetch(statement, *sql.params)
+    truncated = postings_per_lexeme is not None and (
+        # No row survived the filters: only the statement's flag could say whether the cut hid
+        # some, and it went with the rows; assume it did.
+        not rows or bool(rows[0]["truncated"])
     )
-    truncated = candidates is not None and bool(rows) and int(rows[0]["candidates"]) >= candidates
-    if candidates is not None and not rows:
-        # No row survived the filters: only a count can tell whether the cut hid some.
-        truncated = True
     return KeywordRows(_leg_rows(rows), truncated)
 
 

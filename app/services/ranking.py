@@ -32,13 +32,13 @@ KEYWORD_RANKER = "bm25"
 SIZE_CACHE_SECONDS = 30.0
 # Substring matches are weak evidence: they count at most half of a keyword hit.
 SUBSTRING_SCORE_SCALE = 0.5
-# BM25 ranks this many postings candidates per wanted row before the memory filters apply; most
-# searches filter little, so the full ranking is only needed when the filters are selective.
-KEYWORD_CANDIDATE_FACTOR = 5
+# BM25 re-scores this many candidates (at least) from the best postings of each lexeme; a second,
+# deeper read multiplies the postings read by this factor before falling back to exact BM25.
+KEYWORD_MIN_CANDIDATES = 150
+KEYWORD_DEEPER_FACTOR = 8
 # HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
 # _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
 EXACT_SCAN_COST_RATIO = 5
-KEYWORD_MIN_CANDIDATES = 200
 
 
 @dataclass(slots=True)
@@ -173,26 +173,25 @@ async def run_keyword_leg(
     """BM25 over the tenant's postings, else the substring tier; returns rows and their match type."""
     query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
     if query_text:
-        n, avgdl = await _recent(
-            state.keyword_stats,
-            ",".join(sorted(f.tenant_ids)),
-            lambda: memory_repo.keyword_corpus_stats(conn, tenant_ids=f.tenant_ids),
-        )
-        cut: int | None = max(limit * KEYWORD_CANDIDATE_FACTOR, KEYWORD_MIN_CANDIDATES)
-        while True:
+        per_lexeme = max(state.settings.keyword_postings_per_lexeme, 2 * limit)
+        candidates = max(KEYWORD_MIN_CANDIDATES, limit + KEYWORD_MIN_CANDIDATES // 3)
+        # Filters (kind, scope, tags…) apply after the cut: when they leave too few rows, read
+        # deeper once, then score everything. A setting of 0 asks for exact BM25 straight away.
+        depths: list[int | None] = [None]
+        if state.settings.keyword_postings_per_lexeme > 0:
+            depths = [per_lexeme, per_lexeme * KEYWORD_DEEPER_FACTOR, None]
+        for depth in depths:
             found = await search_repo.search_by_bm25(
                 conn,
                 f=f,
                 query_text=query_text,
-                corpus_size=n,
-                avg_doc_length=avgdl,
                 limit=limit,
-                candidates=cut,
+                postings_per_lexeme=depth,
+                candidates=candidates if depth == per_lexeme else candidates * KEYWORD_DEEPER_FACTOR,
+                exact_below_postings=state.settings.keyword_exact_max_postings,
             )
-            # Filters (kind, scope, tags…) apply after the cut: when they left too few, rank everything.
-            if len(found.rows) >= limit or not found.truncated or cut is None:
+            if len(found.rows) >= limit or not found.truncated:
                 break
-            cut = None
         if found.rows:
             return [
                 LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in found.rows
