@@ -18,9 +18,10 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from app.api.code import ResearchIn
 from app.api.mcp_tools import TOOLS
-from app.api.schemas import FactIn, MemoryOut, SearchIn
+from app.api.schemas.code import ResearchIn
+from app.api.schemas.memories import FactIn, MemoryOut
+from app.api.schemas.retrieval import SearchIn
 from tests.conftest import TenantFactory, TenantKeys
 
 URL = "http://recalld.test/mcp"

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import ConfigDict, Field, model_validator
 
 from app.api.deps import ConnDep, Reader, StateDep, Writer
-from app.api.schemas import StrictModel
+from app.api.schemas.code import CodeFilesIn, ResearchIn, index_body, listing_body
 from app.services import code as service
+from app.services import code_research as research_service
 
 router = APIRouter(prefix="/v1/code", tags=["code"])
 
-RepositoryName = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@/:-]*$",
-        description="Repository name; files, symbols and code search are grouped by it.",
-    ),
-]
 RepositoryQuery = Annotated[
     str,
     Query(
@@ -30,94 +21,6 @@ RepositoryQuery = Annotated[
         openapi_examples={"example": {"value": "ios-app"}},
     ),
 ]
-
-
-class CodeFileIn(StrictModel):
-    """One source file."""
-
-    path: str = Field(
-        ..., description="Path relative to the repository root, e.g. Sources/Auth/AuthService.swift."
-    )
-    content: str = Field(..., max_length=service.MAX_CODE_FILE_BYTES, description="File text (≤ 1 MiB).")
-
-
-class CodeFilesIn(StrictModel):
-    """Source files of one repository; unchanged files (same content hash) are skipped."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "repository": "ios-app",
-                    "files": [
-                        {
-                            "path": "Sources/Auth/Auth.swift",
-                            "content": "protocol AuthProtocol { func login() }",
-                        }
-                    ],
-                }
-            ]
-        },
-    )
-    repository: RepositoryName
-    files: list[CodeFileIn] = Field(..., min_length=1, max_length=500, description="1–500 files.")
-
-
-class ResearchIn(StrictModel):
-    """A structural question, in words or structured."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"query": "implementations of AuthProtocol"},
-                {"kind": "callers", "symbol": "login", "depth": 2, "repository": "ios-app"},
-            ]
-        },
-    )
-    query: str | None = Field(
-        None,
-        max_length=1000,
-        description="'implementations of X', 'what calls X()', 'what does X call', 'related to X', "
-        "'dependencies of module M'.",
-    )
-    kind: Literal["implementations", "callers", "callees", "related", "dependencies"] | None = Field(
-        None, description="Structured question kind (with `symbol`), instead of `query` in words."
-    )
-    symbol: str | None = Field(
-        None, max_length=200, description="Symbol (or module directory for dependencies)."
-    )
-    depth: int = Field(2, ge=1, le=5, description="How far callers/callees are traced.")
-    repository: str | None = Field(None, max_length=200, description="Only this repository.")
-
-    @model_validator(mode="after")
-    def _question_given(self) -> ResearchIn:
-        if self.query is None and (self.kind is None or self.symbol is None):
-            raise ValueError("send either `query` in words, or both `kind` and `symbol`")
-        return self
-
-
-def index_body(repository: str, stats: service.IngestStats) -> dict[str, Any]:
-    """The code_index_files answer (REST body and MCP result alike)."""
-    return {
-        "repository": repository,
-        "files": stats.files,
-        "skipped": stats.skipped,
-        "chunks": stats.chunks,
-        "embedded": stats.embedded,
-        "symbols": stats.symbols,
-        "edges": stats.edges,
-        "unsupported": stats.unsupported,
-    }
-
-
-def listing_body(repository: str, files: dict[str, str]) -> dict[str, Any]:
-    """The code_list_files answer: paths in order, each with its content hash."""
-    return {
-        "repository": repository,
-        "files": [{"path": p, "content_hash": h} for p, h in sorted(files.items())],
-    }
 
 
 @router.put(
@@ -244,7 +147,7 @@ async def delete_file(
 )
 async def code_research(body: ResearchIn, conn: ConnDep, principal: Reader) -> dict[str, Any]:
     """Implementations (incl. extension conformances), callers/callees with chains, related components, module dependencies."""
-    return await service.answer(
+    return await research_service.answer(
         conn,
         principal,
         query=body.query,

@@ -10,24 +10,14 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
-from app.api.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
-from app.api.schemas import (
-    BatchIn,
-    BatchOut,
-    EpisodeIn,
-    FactIn,
-    MemoryOut,
-    RecallIn,
-    RecallOut,
-    RuleIn,
-    ScopeName,
-    SearchIn,
-    SearchOut,
-    StrictModel,
-)
+from app.api.schemas.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
+from app.api.schemas.common import ScopeName, StrictModel
+from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
+from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
+from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
 from app.services import code as code_service
+from app.services import code_research
 from app.services import documents as document_service
 from app.services import memories as memory_service
 from app.services import recall as recall_service
@@ -233,7 +223,7 @@ async def _code_delete(
 
 
 async def _research(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: ResearchIn) -> Any:
-    return await code_service.answer(
+    return await code_research.answer(
         conn,
         who,
         query=args.query,

@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Response
 
 from app.api.deps import ConnDep, Reader, StateDep, Writer
-from app.api.schemas import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
+from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
 from app.services import memories as service
 
 router = APIRouter(prefix="/v1", tags=["memories"])

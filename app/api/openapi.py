@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from app.api.mcp import MCP_PATH, OPENAPI_PATH_ITEM
-from app.api.schemas import ErrorOut
+from app.api.schemas.errors import ErrorOut
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
 # FastAPI documents its own 422 body ({"detail": [...]}); app.errors never sends that shape.

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Request
 from pydantic import ValidationError
 
 from app.api.deps import Admin, ConnDep, Reader
-from app.api.schemas import ScopeName
+from app.api.schemas.common import ScopeName
 from app.errors import ApiError, model_error_details
 from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
 

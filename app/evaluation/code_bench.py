@@ -19,7 +19,8 @@ import httpx
 
 from app.evaluation.bench import LoadResult, format_results, run_load
 from app.ingest.code_indexer import CodeIndexStats, index_code, source_files
-from app.ingest.code_parser import parse_code, split_identifier
+from app.ingest.code_model import split_identifier
+from app.ingest.code_parser import parse_code
 
 # Ordered small to large; together about 20,000 chunks, of which SQLAlchemy alone is over half.
 DEFAULT_PACKAGES = ("httpx", "starlette", "fastapi", "pydantic", "alembic", "sqlalchemy")

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from app.ingest.code_model import STRUCTURAL_RELATIONS
 from app.repositories import code as code_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.fusion import FusedHit
@@ -19,7 +20,6 @@ TYPE_KINDS = frozenset({"class", "struct", "enum", "protocol", "interface", "typ
 HOP_DECAY = 0.5  # each hop passes on half of the score that reached its source
 SYMBOL_SCORE = 1.0
 MEMBER_SCORE = 0.9
-FOLLOWED = ("calls", "inherits", "conforms", "extends")
 UNKNOWN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -111,7 +111,7 @@ async def _hop(
     hop: int,
 ) -> dict[str, Candidate]:
     references = await code_repo.references_from(
-        conn, tenant_id=tenant_id, chunk_ids=[uuid.UUID(i) for i in frontier], relations=FOLLOWED
+        conn, tenant_id=tenant_id, chunk_ids=[uuid.UUID(i) for i in frontier], relations=STRUCTURAL_RELATIONS
     )
     if not references:
         return {}

@@ -1,0 +1,1 @@
+"""Request and response bodies of the HTTP API (every field described for /docs), one module per area."""

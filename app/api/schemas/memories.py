@@ -1,0 +1,242 @@
+"""Bodies of memory writes and memory_get."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.schemas.common import (
+    Content,
+    MemoryType,
+    PastTimestamp,
+    ScopeName,
+    StrictModel,
+    Tag,
+    Timestamp,
+)
+from app.services import requests
+
+
+class MemoryCommon(StrictModel):
+    """Fields every written memory has."""
+
+    content: Content
+    importance: float = Field(5.0, ge=0, le=10, description="How much this matters, 0–10.")
+    scope: ScopeName = "global"
+    tags: list[Tag] = Field(default_factory=list, max_length=64, description="Free-form labels.")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Any JSON object, returned as stored.")
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Retrying a write with the same key returns the first result instead of a duplicate.",
+    )
+    created_at: PastTimestamp | None = Field(
+        None, description="When it happened; defaults to now (set it when importing older memories)."
+    )
+
+    def _draft(self, kind: requests.MemoryKind, **fields: Any) -> requests.MemoryDraft:
+        return requests.MemoryDraft(
+            kind=kind,
+            content=self.content,
+            importance=self.importance,
+            scope=self.scope,
+            tags=self.tags,
+            metadata=self.metadata,
+            idempotency_key=self.idempotency_key,
+            created_at=self.created_at,
+            **fields,
+        )
+
+
+class FactIn(MemoryCommon):
+    """A fact: subject–predicate–content with a confidence that fades unless confirmed."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "content": "User is lactose intolerant",
+                    "subject": "user",
+                    "predicate": "diet",
+                    "importance": 8,
+                    "scope": "health",
+                    "tags": ["diet"],
+                }
+            ]
+        },
+    )
+    subject: str | None = Field(None, max_length=200, description="What the fact is about.")
+    predicate: str | None = Field(None, max_length=200, description="Which property of the subject.")
+    confidence: float = Field(1.0, ge=0, le=1, description="Belief at last confirmation, 0–1.")
+    decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
+    last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
+    supersedes: UUID | None = Field(
+        None, description="Id of a fact this one replaces; it becomes superseded."
+    )
+
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this fact."""
+        return self._draft(
+            "fact",
+            subject=self.subject,
+            predicate=self.predicate,
+            confidence=self.confidence,
+            decay_rate=self.decay_rate,
+            last_confirmed_at=self.last_confirmed_at,
+            supersedes=self.supersedes,
+        )
+
+
+class RuleIn(MemoryCommon):
+    """A rule or learned preference; like a fact without subject/predicate."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"content": "Always answer in British English", "importance": 6}]},
+    )
+    confidence: float = Field(0.5, ge=0, le=1, description="Belief at last confirmation, 0–1.")
+    decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
+    last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
+    supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
+
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this rule."""
+        return self._draft(
+            "rule",
+            confidence=self.confidence,
+            decay_rate=self.decay_rate,
+            last_confirmed_at=self.last_confirmed_at,
+            supersedes=self.supersedes,
+        )
+
+
+class EpisodeIn(MemoryCommon):
+    """Something an agent lived through; expires (default 7 days)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"content": "Booked a table at Luigi's for Friday", "butler": "concierge"}]
+        },
+    )
+    butler: ScopeName = Field(..., description="The agent that lived it; scope filters match on it.")
+    session_id: str | None = Field(
+        None, max_length=200, description="The conversation or run the episode belongs to."
+    )
+    expires_at: Timestamp | None = Field(
+        None, description="Defaults to now + 7 days; expired episodes vanish."
+    )
+
+    def to_draft(self) -> requests.MemoryDraft:
+        """The service's view of this episode."""
+        return self._draft(
+            "episode", butler=self.butler, session_id=self.session_id, expires_at=self.expires_at
+        )
+
+
+class BatchFact(FactIn):
+    """A fact in a batch."""
+
+    type: Literal["fact"] = Field(..., description="Kind of this item: `fact`.")
+
+
+class BatchRule(RuleIn):
+    """A rule in a batch."""
+
+    type: Literal["rule"] = Field(..., description="Kind of this item: `rule`.")
+
+
+class BatchEpisode(EpisodeIn):
+    """An episode in a batch."""
+
+    type: Literal["episode"] = Field(..., description="Kind of this item: `episode`.")
+
+
+BatchItem = Annotated[BatchFact | BatchRule | BatchEpisode, Field(discriminator="type")]
+
+
+class BatchIn(StrictModel):
+    """Up to 1,000 memories written all-or-nothing."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {"type": "fact", "content": "User's sister is called Ana", "subject": "user"},
+                        {"type": "rule", "content": "Never book flights before 8am"},
+                    ]
+                }
+            ]
+        },
+    )
+    items: list[BatchItem] = Field(
+        ...,
+        min_length=1,
+        max_length=1000,
+        description="1–1,000 memories, each with `type` (fact, rule or episode) and the fields of that kind.",
+    )
+
+
+FACT_EXAMPLE: dict[str, Any] = {
+    "id": "5a4744e1-b384-42ad-b3e8-ea224528b272",
+    "type": "fact",
+    "content": "User experiences nausea after dairy",
+    "importance": 8.0,
+    "scope": "health",
+    "tags": ["diet"],
+    "metadata": {},
+    "created_at": "2026-11-20T09:30:00Z",
+    "reference_count": 0,
+    "last_referenced_at": None,
+    "subject": "user",
+    "predicate": None,
+    "confidence": 1.0,
+    "decay_rate": 0.008,
+    "last_confirmed_at": "2026-11-20T09:30:00Z",
+    "validity": "active",
+    "supersedes": None,
+    "effective_confidence": 1.0,
+}
+
+
+class MemoryOut(BaseModel):
+    """A stored memory, with the fields of its kind."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "description": "A stored memory. Facts and rules add `confidence`, `decay_rate`, "
+            "`last_confirmed_at`, `validity`, `supersedes`, `effective_confidence` (facts also "
+            "`subject`, `predicate`); episodes add `butler`, `session_id`, `expires_at`; document "
+            "chunks add `path`, `start_line`, `end_line`.",
+            "examples": [FACT_EXAMPLE],
+        },
+    )
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
+    content: str = Field(..., description="The memory text.")
+    importance: float = Field(..., description="How much this matters, 0–10.")
+    scope: str = Field(..., description="Scope it was stored in (`global` unless set).")
+    tags: list[str] = Field(..., description="Labels given when it was stored.")
+    metadata: dict[str, Any] = Field(..., description="The JSON object given when it was stored.")
+    created_at: datetime = Field(..., description="When it was stored (or the `created_at` given).")
+    reference_count: int = Field(
+        ..., description="How often search, recall or get returned it (this response included)."
+    )
+    last_referenced_at: datetime | None = Field(
+        ..., description="When it was last returned by search, recall or get; null if never."
+    )
+
+
+class BatchOut(BaseModel):
+    """The stored memories, in request order."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [FACT_EXAMPLE]}]})
+    items: list[MemoryOut] = Field(..., description="One stored memory per request item, same order.")

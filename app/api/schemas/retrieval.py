@@ -1,0 +1,325 @@
+"""Bodies of memory_search and memory_recall."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from app.api.schemas.common import (
+    MAX_QUERY_CHARS,
+    MemoryType,
+    ScopeName,
+    StrictModel,
+    Tag,
+    Timestamp,
+)
+from app.api.schemas.memories import FACT_EXAMPLE
+from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS as _W
+from app.services import requests
+
+
+class SearchFilters(StrictModel):
+    """Extra conditions every result must meet."""
+
+    tags: list[Tag] | None = Field(None, description="Results carry all of these tags.")
+    created_after: Timestamp | None = Field(None, description="Only memories created at or after this time.")
+    created_before: Timestamp | None = Field(None, description="Only memories created before this time.")
+    metadata: dict[str, Any] | None = Field(None, description="Equality on top-level metadata keys.")
+
+    def to_domain(self) -> requests.SearchFilters:
+        """The service's view of these filters."""
+        return requests.SearchFilters(
+            tags=self.tags,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            metadata=self.metadata,
+        )
+
+
+class FusionWeights(StrictModel):
+    """Per-request fusion weights; unset values come from scope settings, then defaults."""
+
+    semantic: float | None = Field(
+        None, ge=0, le=100, description="Weight of the semantic leg (default 1.0)."
+    )
+    keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg (default 1.0).")
+    k: int | None = Field(None, ge=1, le=1000, description="RRF k (default 60).")
+
+    def to_domain(self) -> requests.FusionWeights:
+        """The service's view of these weights."""
+        return requests.FusionWeights(semantic=self.semantic, keyword=self.keyword, k=self.k)
+
+
+class SearchIn(StrictModel):
+    """memory_search: hybrid (default), semantic or keyword retrieval."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"query": "what does the user eat", "limit": 5, "scope": "health"}]},
+    )
+    query: str = Field(
+        ..., max_length=MAX_QUERY_CHARS, description="Words, a question or code (≤ 4,000 chars)."
+    )
+    mode: Literal["hybrid", "semantic", "keyword"] = Field(
+        "hybrid",
+        description="hybrid runs both legs and fuses them; without an embedding provider every mode is keyword.",
+    )
+    fusion: Literal["rrf", "weighted"] = Field(
+        "rrf",
+        description="rrf: Σ weight / (k + rank), normalised to 0–1; weighted: 0.7 · similarity + 0.3 · keyword score.",
+    )
+    types: list[MemoryType] | None = Field(
+        None, description="Kinds to search; default fact, rule, episode and document (code only when asked)."
+    )
+    scope: ScopeName | None = Field(None, description="global + this scope (episodes: butler = scope).")
+    limit: int = Field(
+        10,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("limit", "max_results"),
+        description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
+    )
+    min_score: float | None = Field(None, ge=0, le=1, description="Drop fused results below (default 0.1).")
+    min_similarity: float | None = Field(
+        None, ge=-1, le=1, description="Drop semantic hits below this cosine."
+    )
+    min_confidence: float | None = Field(
+        None, ge=0, le=1, description="Drop facts/rules whose effective confidence is below (default 0.2)."
+    )
+    filters: SearchFilters | None = Field(None, description="Tags, creation-time range, metadata equality.")
+    weights: FusionWeights | None = Field(
+        None, description="Fusion weights and RRF k for this request (else scope settings, else defaults)."
+    )
+    half_life_days: float | None = Field(None, gt=0, description="Temporal decay half-life for dated files.")
+    tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to search.")
+    all_tenants: bool = Field(False, description="Operator keys only: search every tenant.")
+    repository: str | None = Field(None, max_length=200, description="Code: only this repository.")
+    file_filter: str | None = Field(
+        None,
+        max_length=500,
+        description="Code/documents: path glob, `**` aware (`Sources/Auth/**`, `*.swift`).",
+    )
+    exclude_filter: str | None = Field(
+        None, max_length=500, description="Path glob to leave out (`**/Tests/**`)."
+    )
+    symbol: str | None = Field(
+        None,
+        max_length=200,
+        description="Code: exact symbol search; the definition ranks first, a type brings its methods and extensions.",
+    )
+    depth: int = Field(0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3).")
+    exact: bool = Field(
+        False,
+        description="Force an exact vector scan instead of HNSW (slower; for measuring approximate recall).",
+    )
+
+    def to_domain(self) -> requests.SearchRequest:
+        """The service's view of this search; an unsent `fusion` leaves the choice to scope settings."""
+        return requests.SearchRequest(
+            query=self.query,
+            mode=self.mode,
+            fusion=self.fusion if "fusion" in self.model_fields_set else None,
+            types=self.types,
+            scope=self.scope,
+            limit=self.limit,
+            min_score=self.min_score,
+            min_similarity=self.min_similarity,
+            min_confidence=self.min_confidence,
+            filters=self.filters.to_domain() if self.filters else None,
+            weights=self.weights.to_domain() if self.weights else None,
+            half_life_days=self.half_life_days,
+            tenants=self.tenants,
+            all_tenants=self.all_tenants,
+            repository=self.repository,
+            file_filter=self.file_filter,
+            exclude_filter=self.exclude_filter,
+            symbol=self.symbol,
+            depth=self.depth,
+            exact=self.exact,
+        )
+
+
+_SEARCH_HIT_EXAMPLE: dict[str, Any] = {
+    **FACT_EXAMPLE,
+    "score": 0.962121,
+    "match_type": "hybrid",
+    "highlights": [[30, 35]],
+    "score_breakdown": {
+        "fusion": "rrf",
+        "decay": 1.0,
+        "fused": 0.962121,
+        "ranks": {"keyword": 2, "semantic": 1},
+        "raw_scores": {"keyword": 0.41, "semantic": 0.37},
+        "weights": {"keyword": 1.0, "semantic": 1.0},
+    },
+    "reference_count": 1,
+    "last_referenced_at": "2026-11-23T11:30:45Z",
+}
+
+
+class SearchResult(BaseModel):
+    """One search hit, with the stored memory's fields and why it ranked where it did."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_SEARCH_HIT_EXAMPLE]})
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
+    content: str = Field(..., description="The memory (or chunk) text.")
+    score: float = Field(..., description="Final score, 0–1, after fusion and temporal decay.")
+    match_type: str = Field(
+        ..., description="bm25, fulltext, semantic, hybrid (both legs), multi-hop or symbol."
+    )
+    highlights: list[tuple[int, int]] = Field(
+        ..., description="[start, end) character spans of matched query terms in `content`."
+    )
+    scope: str = Field(..., description="Scope of the memory.")
+    created_at: datetime = Field(..., description="When it was stored.")
+    score_breakdown: dict[str, Any] = Field(
+        ...,
+        description="Rank and raw score of each leg, fusion weights, decay factor and fused score.",
+    )
+
+
+class SearchOut(BaseModel):
+    """memory_search response."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [_SEARCH_HIT_EXAMPLE],
+                    "mode": "hybrid",
+                    "keyword_ranker": "bm25",
+                    "embedding_used": True,
+                }
+            ]
+        }
+    )
+    results: list[SearchResult] = Field(..., description="Best first; ties by created_at DESC, then id.")
+    mode: str = Field(..., description="The mode that ran (keyword when there is no embedding provider).")
+    keyword_ranker: str = Field(
+        ..., description="Keyword ranker in use: bm25 (per-tenant statistics, on every PostgreSQL)."
+    )
+    embedding_used: bool = Field(..., description="Whether the query was embedded (semantic leg ran).")
+
+
+class RecallWeightsIn(StrictModel):
+    """Composite score weights; unset ones come from scope settings, then the service defaults."""
+
+    relevance: float | None = Field(
+        None, ge=0, le=10, description=f"Weight of relevance (default {_W.relevance})."
+    )
+    importance: float | None = Field(
+        None, ge=0, le=10, description=f"Weight of importance/10 (default {_W.importance})."
+    )
+    recency: float | None = Field(None, ge=0, le=10, description=f"Weight of recency (default {_W.recency}).")
+    confidence: float | None = Field(
+        None, ge=0, le=10, description=f"Weight of effective confidence (default {_W.confidence})."
+    )
+
+    def to_domain(self) -> requests.RecallWeightOverrides:
+        """The service's view of these weights."""
+        return requests.RecallWeightOverrides(
+            relevance=self.relevance,
+            importance=self.importance,
+            recency=self.recency,
+            confidence=self.confidence,
+        )
+
+
+class RecallIn(StrictModel):
+    """memory_recall: facts and rules by relevance, importance, recency and confidence."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"topic": "user's diet", "scope": "health", "limit": 5}]},
+    )
+    topic: str = Field(..., max_length=MAX_QUERY_CHARS, description="What the agent is working on.")
+    scope: ScopeName | None = Field(
+        None, description="Facts and rules of scope `global` or this one; default the whole tenant."
+    )
+    limit: int = Field(
+        10,
+        ge=1,
+        le=100,
+        validation_alias=AliasChoices("limit", "max_results"),
+        description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
+    )
+    min_confidence: float | None = Field(
+        None, ge=0, le=1, description="Drop rows whose effective confidence is below (default 0.2)."
+    )
+    score_weights: RecallWeightsIn | None = Field(
+        None,
+        description="Composite weights for this request (else scope settings, else "
+        f"{_W.relevance}/{_W.importance}/{_W.recency}/{_W.confidence}).",
+    )
+    tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to recall from.")
+    all_tenants: bool = Field(False, description="Operator keys only: recall from every tenant.")
+
+    def to_domain(self) -> requests.RecallRequest:
+        """The service's view of this recall."""
+        return requests.RecallRequest(
+            topic=self.topic,
+            scope=self.scope,
+            limit=self.limit,
+            min_confidence=self.min_confidence,
+            score_weights=self.score_weights.to_domain() if self.score_weights else None,
+            tenants=self.tenants,
+            all_tenants=self.all_tenants,
+        )
+
+
+class RecallResult(BaseModel):
+    """A recalled fact or rule with each signal of its score."""
+
+    model_config = ConfigDict(extra="allow")
+    id: UUID = Field(..., description="The memory's id (UUID).")
+    type: MemoryType = Field(..., description="fact or rule.")
+    content: str = Field(..., description="The memory text.")
+    score: float = Field(
+        ...,
+        description="w_rel · relevance + w_imp · importance/10 + w_rec · recency + w_conf · effective_confidence.",
+    )
+    relevance: float = Field(..., description="Normalised hybrid search score, 0–1.")
+    importance: float = Field(..., description="Stored importance, 0–10.")
+    recency: float = Field(
+        ..., description="exp(−ln 2 / 7 · days since last referenced, or since creation if never)."
+    )
+    effective_confidence: float = Field(
+        ..., description="confidence · exp(−decay_rate · days since last_confirmed_at)."
+    )
+
+
+class RecallOut(BaseModel):
+    """memory_recall response."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {
+                            **FACT_EXAMPLE,
+                            "score": 0.94,
+                            "relevance": 1.0,
+                            "recency": 1.0,
+                            "reference_count": 1,
+                            "last_referenced_at": "2026-11-23T11:30:45Z",
+                        }
+                    ],
+                    "weights": asdict(_W),
+                    "embedding_used": True,
+                }
+            ]
+        }
+    )
+    results: list[RecallResult] = Field(..., description="Best first by composite score.")
+    weights: dict[str, float] = Field(
+        ..., description="The weights used (request › scope settings › defaults)."
+    )
+    embedding_used: bool = Field(..., description="Whether the topic was embedded for relevance.")

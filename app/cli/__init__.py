@@ -1,0 +1,139 @@
+"""The `recalld` command: serve, migrate, tenants, keys, scopes, index, eval, bench."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from app.cli.admin import cmd_keys, cmd_migrate, cmd_scopes, cmd_serve, cmd_tenants
+from app.cli.common import CliError
+from app.cli.runs import cmd_bench, cmd_eval, cmd_index
+from app.config import get_settings
+from app.errors import ApiError
+from app.startup import StartupError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="recalld", description="Memory and context retrieval for AI agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the HTTP service (embedded PostgreSQL unless DATABASE_URL)")
+    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8080)")
+    serve.set_defaults(handler=cmd_serve)
+
+    migrate = sub.add_parser("migrate", help="upgrade the database schema to head")
+    migrate.set_defaults(handler=cmd_migrate)
+
+    tenants = sub.add_parser("tenants", help="manage tenants")
+    tenants_sub = tenants.add_subparsers(dest="tenants_command", required=True)
+    tenants_create = tenants_sub.add_parser("create", help="create a tenant; prints its id")
+    tenants_create.add_argument("name")
+    tenants_sub.add_parser("list", help="list tenants")
+    tenants.set_defaults(handler=cmd_tenants)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    keys_create = keys_sub.add_parser("create", help="create a key; prints only the key")
+    keys_create.add_argument("--tenant", required=True)
+    keys_create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    keys_create.add_argument("--operator", action="store_true", help="may search across tenants when asked")
+    keys_revoke = keys_sub.add_parser("revoke", help="revoke a key by its prefix (or the whole key)")
+    keys_revoke.add_argument("key_prefix")
+    keys.set_defaults(handler=cmd_keys)
+
+    scopes = sub.add_parser("scopes", help="per-scope retrieval settings")
+    scopes_sub = scopes.add_subparsers(dest="scopes_command", required=True)
+    scopes_import = scopes_sub.add_parser(
+        "import", help="import [butler.memory.retrieval] from a butler.toml"
+    )
+    scopes_import.add_argument("file")
+    scopes_import.add_argument("--tenant", required=True)
+    scopes_import.add_argument("--scope", default=None, help="default: [butler] name")
+    scopes.set_defaults(handler=cmd_scopes)
+
+    index = sub.add_parser("index", help="upload markdown memory files (or --code source) from a folder")
+    index.add_argument("directory")
+    index.add_argument("--url", default="http://127.0.0.1:8080", help="recalld base URL")
+    index.add_argument("--key", default=None, help="writer key (default: $RECALLD_API_KEY or the admin.key)")
+    index.add_argument("--scope", default="global", help="scope of uploaded documents")
+    index.add_argument("--code", action="store_true", help="index source code instead of markdown")
+    index.add_argument("--repository", default=None, help="repository name for --code (default: folder name)")
+    index.add_argument("--watch", action="store_true", help="keep running and re-upload changed files")
+    index.set_defaults(handler=cmd_index)
+
+    evaluation = sub.add_parser(
+        "eval", help="retrieval quality on a BEIR-format dataset (nDCG@10, recall, MRR)"
+    )
+    evaluation.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
+    evaluation.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid"])
+    evaluation.add_argument(
+        "--fusion", choices=["rrf", "weighted"], default="rrf", help="fusion of the hybrid mode"
+    )
+    evaluation.add_argument("--limit-queries", type=int, default=0, help="only the first N queries")
+    evaluation.add_argument(
+        "--url",
+        default=None,
+        help="evaluate a running server instead (needs --key; its tenant keeps the data)",
+    )
+    evaluation.add_argument("--key", default=None, help="writer key for --url")
+    evaluation.set_defaults(handler=cmd_eval)
+
+    bench_cmd = sub.add_parser("bench", help="latency and throughput against a running server")
+    bench_cmd.add_argument("--url", default="http://127.0.0.1:8080")
+    bench_cmd.add_argument("--key", default=None, help="writer key of the measured tenant")
+    bench_cmd.add_argument(
+        "--size", type=int, default=10_000, help="memories to load into the measured tenant"
+    )
+    bench_cmd.add_argument(
+        "--noise-tenants",
+        type=int,
+        default=0,
+        help="other tenants to create (in this machine's data directory or DATABASE_URL, "
+        "which must be the server's) and fill",
+    )
+    bench_cmd.add_argument("--noise-size", type=int, default=0, help="memories spread over the other tenants")
+    bench_cmd.add_argument("--skip-load", action="store_true", help="reuse what earlier runs loaded")
+    bench_cmd.add_argument(
+        "--modes", nargs="+", help="keyword semantic hybrid recall; code: hybrid multi-hop"
+    )
+    bench_cmd.add_argument("--concurrency", nargs="+", type=int, default=[1])
+    bench_cmd.add_argument("--duration", type=float, default=15.0, help="seconds per mode and concurrency")
+    bench_cmd.add_argument(
+        "--warmup", type=float, default=20.0, help="seconds of unmeasured searches first (0: none)"
+    )
+    bench_cmd.add_argument("--scenario", default="S1", help="table label; 'code' times code search")
+    bench_cmd.add_argument(
+        "--seed",
+        type=int,
+        default=10,
+        help="query seed; give each repeated run its own so the server's embedding cache starts cold",
+    )
+    bench_cmd.add_argument("--code-dirs", nargs="+", default=[], help="source folders for --scenario code")
+    bench_cmd.set_defaults(handler=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `recalld` console script."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = get_settings()
+    try:
+        code: int = args.handler(args, settings)
+    except (CliError, StartupError) as exc:
+        print(f"recalld: {exc}", file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(f"recalld: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code

@@ -1,0 +1,110 @@
+"""Subcommands that act on the database directly: serve, migrate, tenants, keys, scopes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import asyncpg
+
+from app.cli.common import CliError, prepare_database, with_connection
+from app.config import Settings
+from app.errors import ApiError
+from app.services import tenants as tenant_service
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = settings.model_copy(
+        update={"host": args.host or settings.host, "port": args.port or settings.port}
+    )
+    # The startup line says which keyword ranker and embedder are active (SPEC §1: logs and /readyz).
+    logging.getLogger("recalld").setLevel(settings.log_level.upper())
+
+    async def prepare() -> str | None:
+        return await with_connection(  # type: ignore[no-any-return]
+            settings, lambda conn: tenant_service.bootstrap(conn, settings.admin_key_path)
+        )
+
+    key = asyncio.run(prepare())
+    if key is not None:
+        print(
+            f"Created tenant 'default' with an admin key (shown once, also saved to {settings.admin_key_path}):\n"
+            f"  {key}",
+            flush=True,
+        )
+    print(f"recalld listening on http://{settings.host}:{settings.port} (docs at /docs)", flush=True)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught to the previous handler.
+    # Make that handler a normal exit, so atexit stops the embedded PostgreSQL as well.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    return 0
+
+
+def cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
+    asyncio.run(prepare_database(settings, migrate=True))
+    print("database schema is at head")
+    return 0
+
+
+def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
+    async def work(conn: asyncpg.Connection) -> None:
+        if args.tenants_command == "create":
+            print((await tenant_service.create_tenant(conn, args.name)).id)
+        else:
+            for tenant in await tenant_service.list_tenants(conn):
+                print(f"{tenant.name}\t{tenant.id}")
+
+    asyncio.run(with_connection(settings, work))
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
+    async def work(conn: asyncpg.Connection) -> None:
+        if args.keys_command == "create":
+            print(
+                await tenant_service.create_key(
+                    conn, tenant=args.tenant, role=args.role, operator=args.operator
+                )
+            )
+            return
+        count = await tenant_service.revoke_keys(conn, args.key_prefix)
+        print(f"revoked {count} key(s)", file=sys.stderr)
+
+    asyncio.run(with_connection(settings, work))
+    return 0
+
+
+def cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.scopes import check_scope_name, parse_butler_toml, store_scope_settings
+
+    try:
+        text = Path(args.file).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {args.file}: {exc}") from exc
+    try:
+        name, scope_settings = parse_butler_toml(text)
+    except ApiError as exc:
+        problems = "".join(
+            f"\n  {'.'.join(str(p) for p in d.get('loc', ()))}: {d.get('msg')}" for d in exc.details or ()
+        )
+        raise CliError(f"{args.file}: {exc.message}{problems}") from exc
+    scope = args.scope or name
+    if not scope:
+        raise CliError("butler.toml has no [butler] name; pass --scope")
+    check_scope_name(scope)
+
+    async def work(conn: asyncpg.Connection) -> None:
+        tenant = await tenant_service.tenant_by_name(conn, args.tenant)
+        await store_scope_settings(conn, tenant_id=tenant.id, scope=scope, settings=scope_settings)
+        print(f"imported settings for scope {scope!r} of tenant {args.tenant!r}", file=sys.stderr)
+
+    asyncio.run(with_connection(settings, work))
+    return 0

@@ -1,0 +1,206 @@
+"""Subcommands that talk to a running recalld over HTTP: index, eval, bench."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from app.cli.common import CliError, api_key, prepare_database, with_connection
+from app.config import Settings
+from app.db import connect
+from app.services import tenants as tenant_service
+
+
+def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    from app.ingest.indexer import error_message, index_markdown, watch
+
+    root = Path(args.directory)
+    if not root.is_dir():
+        raise CliError(f"{root} is not a directory")
+    headers = {"Authorization": f"Bearer {api_key(args, settings)}"}
+    # Markdown files this command uploaded or saw unchanged: while watching, one of them
+    # disappearing from disk is forgotten on the server too (and nothing else is).
+    seen: set[str] = set()
+    with httpx.Client(base_url=args.url, headers=headers, timeout=300.0) as client:
+
+        def run() -> Any:
+            if args.code:
+                from app.ingest.code_indexer import index_code
+
+                return index_code(client, root, repository=args.repository or root.resolve().name)
+            result = index_markdown(client, root, scope=args.scope, progress=not seen, forget=seen)
+            seen.clear()
+            seen.update(result.present)
+            return result
+
+        try:
+            stats = run()
+        except httpx.HTTPStatusError as exc:
+            raise CliError(
+                f"recalld at {args.url} answered {exc.response.status_code}: {error_message(exc.response)}"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise CliError(f"cannot reach recalld at {args.url}: {exc}") from exc
+        print(stats.summary())
+        for error in stats.errors:
+            print(f"  failed: {error}", file=sys.stderr)
+        if args.watch:
+            print(f"watching {root} for changes (Ctrl-C stops)", file=sys.stderr)
+            watch(root, run)
+    return 1 if stats.failed else 0
+
+
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    import httpx
+
+    from app.evaluation.beir import load_beir
+    from app.evaluation.runner import EvalReport, evaluate, ingest
+
+    dataset = load_beir(Path(args.dataset))
+    if args.limit_queries:
+        keep = sorted(dataset.queries)[: args.limit_queries]
+        dataset = type(dataset)(dataset.corpus, {q: dataset.queries[q] for q in keep}, dataset.qrels)
+
+    async def run(client: httpx.AsyncClient) -> EvalReport:
+        seconds = await ingest(client, dataset)
+        results, ranker = await evaluate(client, dataset, args.modes, fusion=args.fusion)
+        report = EvalReport(len(dataset.corpus), len(dataset.queries), seconds, ranker)
+        report.results = results
+        return report
+
+    async def in_process() -> EvalReport:
+        from app.main import create_app
+
+        # A throwaway tenant in the configured database, written through the normal API path.
+        dsn = await prepare_database(settings)
+        conn = await connect(dsn)
+        try:
+            tenant = await tenant_service.create_tenant(conn, f"eval-{os.urandom(4).hex()}")
+            key = await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
+            app = create_app(settings)
+            try:
+                async with app.router.lifespan_context(app):
+                    transport = httpx.ASGITransport(app=app)
+                    headers = {"Authorization": f"Bearer {key}"}
+                    async with httpx.AsyncClient(
+                        transport=transport, base_url="http://recalld", headers=headers, timeout=600
+                    ) as client:
+                        return await run(client)
+            finally:
+                await tenant_service.delete_tenant(conn, tenant.id)
+        finally:
+            await conn.close()
+
+    async def remote() -> EvalReport:
+        headers = {"Authorization": f"Bearer {api_key(args, settings)}"}
+        async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
+            return await run(client)
+
+    report = asyncio.run(remote() if args.url else in_process())
+    print(report.markdown())
+    return 0
+
+
+MEMORY_BENCH_MODES = ("keyword", "semantic", "hybrid", "recall")
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from app.evaluation import bench
+
+    key = api_key(args, settings)
+    if args.scenario == "code":
+        from app.evaluation.code_bench import CodeBenchError, run_code_bench
+
+        try:
+            run_code_bench(
+                args.url,
+                key,
+                args.code_dirs,
+                args.modes,
+                args.concurrency,
+                args.duration,
+                args.skip_load,
+                args.seed,
+            )
+        except CodeBenchError as exc:
+            raise CliError(str(exc)) from exc
+        return 0
+    if args.size and not args.skip_load:
+        stats = bench.load_corpus(args.url, key, bench.generate_memories(args.size, seed=1))
+        print(f"loaded {stats.items} memories in {stats.seconds:.1f}s ({stats.per_second:.0f}/s)", flush=True)
+    if args.noise_tenants and not args.skip_load:
+
+        async def noise_keys(conn: asyncpg.Connection) -> list[str]:
+            keys = []
+            for n in range(args.noise_tenants):
+                tenant = await tenant_service.create_tenant(conn, f"bench-noise-{os.urandom(3).hex()}-{n}")
+                keys.append(
+                    await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
+                )
+            return keys
+
+        keys: list[str] = asyncio.run(with_connection(settings, noise_keys))
+        if keys and not bench.key_is_known(args.url, keys[0]):
+            where = (
+                "DATABASE_URL"
+                if settings.database_url
+                else f"the data directory {settings.resolved_data_dir}"
+            )
+            raise CliError(
+                f"the noise tenants were created in {where}, but the server at {args.url} does not "
+                "know their keys: run bench with the server's RECALLD_DATA_DIR or DATABASE_URL"
+            )
+        per_tenant = args.noise_size // max(args.noise_tenants, 1)
+        for n, noise_key in enumerate(keys):
+            bench.load_corpus(
+                args.url, noise_key, bench.generate_memories(per_tenant, seed=100 + n), progress=False
+            )
+            print(f"noise tenant {n + 1}/{len(keys)} loaded ({per_tenant} memories)", flush=True)
+    results = []
+    modes = args.modes or list(MEMORY_BENCH_MODES)
+    unknown = sorted(set(modes) - set(MEMORY_BENCH_MODES))
+    if unknown:
+        raise CliError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MEMORY_BENCH_MODES)}")
+    if args.warmup > 0:
+        # Memory texts, never a query string: the warm-up fills PostgreSQL's buffers, not the
+        # query-embedding cache the measured runs must find cold.
+        bench.run_load(
+            args.url,
+            key,
+            scenario=args.scenario,
+            endpoint="search",
+            mode="hybrid",
+            queries=bench.generate_memories(2000, seed=4242),
+            concurrency=1,
+            duration_s=args.warmup,
+        )
+    runs = [(c, m) for c in args.concurrency for m in modes]
+    for run, (concurrency, mode) in enumerate(runs):
+        # Fresh queries per run: a mode must not be measured on embeddings another one cached.
+        queries = bench.generate_queries(5000, seed=args.seed * 100 + run)
+        results.append(
+            bench.run_load(
+                args.url,
+                key,
+                scenario=args.scenario,
+                endpoint="recall" if mode == "recall" else "search",
+                mode=mode,
+                queries=queries,
+                concurrency=concurrency,
+                duration_s=args.duration,
+            )
+        )
+        print(bench.format_results(results[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(bench.format_results(results))
+    overlap = bench.recall_against_exact(args.url, key, bench.generate_queries(100, seed=999))
+    print(f"\nsemantic recall@10 against exact search (100 queries): {overlap:.3f}")
+    return 0
