@@ -11,7 +11,7 @@ from app.api.deps import ConnDep, Reader, StateDep
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.services import recall as recall_service
 from app.services import search as service
-from app.services.ranking import Timings
+from app.services.timings import Timings
 from app.state import ServiceState
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])

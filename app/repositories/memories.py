@@ -203,55 +203,6 @@ async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UU
     return result.endswith(" 1")
 
 
-async def embedded_row_counts(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, int]:
-    """(rows with embeddings of the tenants, rows of the whole table from planner statistics)."""
-    row = await conn.fetchrow(
-        "SELECT (SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[]) AND embedding IS NOT NULL) AS mine, "
-        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'memory'::regclass) AS total",
-        [uuid.UUID(t) for t in tenant_ids],
-    )
-    assert row is not None
-    mine = int(row["mine"])
-    return mine, max(mine, int(row["total"]))
-
-
-@dataclass(frozen=True, slots=True)
-class StoredChunk:
-    """An existing chunk of a document or code file."""
-
-    id: uuid.UUID
-    content_hash: str
-    start_line: int
-    end_line: int
-
-
-async def chunks_of_path(
-    conn: asyncpg.Connection, *, tenant_id: str, kind: str, path: str, repository: str | None = None
-) -> list[StoredChunk]:
-    """The chunks currently stored for one file."""
-    rows = await conn.fetch(
-        "SELECT id, content_hash, start_line, end_line FROM memory "
-        "WHERE tenant_id = $1 AND kind = $2 AND path = $3 AND repository IS NOT DISTINCT FROM $4 "
-        "ORDER BY start_line, id",
-        uuid.UUID(tenant_id),
-        kind,
-        path,
-        repository,
-    )
-    return [StoredChunk(r["id"], r["content_hash"], r["start_line"], r["end_line"]) for r in rows]
-
-
-async def move_chunks(
-    conn: asyncpg.Connection, *, tenant_id: str, moves: Sequence[tuple[uuid.UUID, int, int]]
-) -> None:
-    """Update line numbers of kept chunks whose text moved within the file."""
-    if moves:
-        await conn.executemany(
-            "UPDATE memory SET start_line = $3, end_line = $4 WHERE tenant_id = $1 AND id = $2",
-            [(uuid.UUID(tenant_id), chunk_id, start, end) for chunk_id, start, end in moves],
-        )
-
-
 async def delete_memories(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]) -> None:
     """Delete rows by id."""
     if ids:
@@ -260,8 +211,3 @@ async def delete_memories(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequ
             uuid.UUID(tenant_id),
             list(ids),
         )
-
-
-async def lock_path(conn: asyncpg.Connection, *, tenant_id: str, path: str) -> None:
-    """Serialise concurrent re-uploads of one file within the transaction."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2, 0))", tenant_id, path)

@@ -16,6 +16,7 @@ from app.hashing import content_hash
 from app.ingest.code_model import CodeChunk, split_identifier
 from app.ingest.code_parser import parse_code
 from app.ingest.paths import detect_language, path_terms, validate_relative_path
+from app.repositories import chunks as chunk_repo
 from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
@@ -112,7 +113,7 @@ async def ingest_files(
             for ref in chunk.references
         ]
         async with tenant_transaction(conn, [tenant_id]):
-            await memory_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
+            await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
             await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=path)
             await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
             await code_repo.insert_symbols(

@@ -17,6 +17,7 @@ from app.errors import ApiError, not_found
 from app.hashing import content_hash
 from app.ingest.markdown import chunk_markdown
 from app.ingest.paths import DOCUMENT_SUFFIXES, is_document, path_terms, validate_relative_path
+from app.repositories import chunks as chunk_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
@@ -58,15 +59,15 @@ async def upload_document(
     chunks = chunk_markdown(content)
     now = datetime.now(UTC)
     async with tenant_transaction(conn, [tenant_id]):
-        await memory_repo.lock_path(conn, tenant_id=tenant_id, path=path)
+        await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=path)
         stored = await doc_repo.get_document(conn, tenant_id=tenant_id, path=path)
         if stored is not None and stored.content_hash == file_hash and stored.scope == scope:
             return UploadResult(path=path, chunks=len(chunks), embedded=0, unchanged=True)
-        existing = await memory_repo.chunks_of_path(conn, tenant_id=tenant_id, kind="document", path=path)
-        by_hash: dict[str, list[memory_repo.StoredChunk]] = defaultdict(list)
+        existing = await chunk_repo.chunks_of_path(conn, tenant_id=tenant_id, kind="document", path=path)
+        by_hash: dict[str, list[chunk_repo.StoredChunk]] = defaultdict(list)
         for old_chunk in existing:
             by_hash[old_chunk.content_hash].append(old_chunk)
-        kept: list[memory_repo.StoredChunk] = []
+        kept: list[chunk_repo.StoredChunk] = []
         moves: list[tuple[uuid.UUID, int, int]] = []
         fresh: list[memory_repo.NewMemory] = []
         rescope = stored is not None and stored.scope != scope
@@ -100,7 +101,7 @@ async def upload_document(
         await memory_repo.delete_memories(
             conn, tenant_id=tenant_id, ids=[c.id for c in existing if c.id not in kept_ids]
         )
-        await memory_repo.move_chunks(conn, tenant_id=tenant_id, moves=moves)
+        await chunk_repo.move_chunks(conn, tenant_id=tenant_id, moves=moves)
         await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=fresh)
         await doc_repo.upsert_document(
             conn, tenant_id=tenant_id, path=path, content=content, content_hash=file_hash, scope=scope

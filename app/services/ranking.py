@@ -1,29 +1,25 @@
-"""The retrieval legs shared by search and recall: plan, keyword and vector legs, fusion, query embedding."""
+"""The retrieval legs shared by search and recall: plan, keyword and vector legs, fusion."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
-from app.auth import Principal
 from app.embeddings.base import Vector
-from app.errors import ApiError
-from app.metrics import EMBEDDING_LATENCY, SEARCH_LEG_LATENCY
-from app.repositories import memories as memory_repo
 from app.repositories import search as search_repo
+from app.repositories import sizes as size_repo
 from app.repositories.search import CandidateFilter, LegRow
-from app.repositories.tenants import get_tenants_by_names, list_tenants
 from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.query import ParsedQuery, ilike_patterns
 from app.retrieval.scoring import tie_break_key
 from app.services.requests import FusionWeights
 from app.services.scopes import ScopeSettings
+from app.services.timings import Timings
 from app.state import ServiceState
 
 DEFAULT_KINDS = ("fact", "rule", "episode", "document")
@@ -39,24 +35,6 @@ KEYWORD_DEEPER_FACTOR = 8
 # HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
 # _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
 EXACT_SCAN_COST_RATIO = 5
-
-
-@dataclass(slots=True)
-class Timings:
-    """Server-side time per phase, reported in the Server-Timing header."""
-
-    spans: dict[str, float] = field(default_factory=dict)
-
-    def add(self, name: str, started: float) -> None:
-        """Record the time since `started` (perf_counter) under name."""
-        elapsed = time.perf_counter() - started
-        self.spans[name] = self.spans.get(name, 0.0) + elapsed
-        if name in ("semantic", "keyword"):
-            SEARCH_LEG_LATENCY.labels(name).observe(elapsed)
-
-    def header(self) -> str:
-        """Server-Timing header value."""
-        return ", ".join(f"{name};dur={seconds * 1000:.2f}" for name, seconds in self.spans.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,24 +55,6 @@ class LegPlan:
     fusion: str
     weights: dict[str, float]
     k: int
-
-
-async def resolve_tenants(
-    conn: asyncpg.Connection, principal: Principal, tenants: Sequence[str] | None, all_tenants: bool
-) -> list[str]:
-    """The caller's tenant, or, for operator keys that ask for it, the requested tenants."""
-    if not tenants and not all_tenants:
-        return [principal.tenant_id]
-    if not principal.operator:
-        raise ApiError(403, "forbidden", "cross-tenant retrieval needs an operator key")
-    if all_tenants:
-        return [t.id for t in await list_tenants(conn)]
-    assert tenants is not None
-    found = await get_tenants_by_names(conn, names=list(tenants))
-    missing = sorted(set(tenants) - {t.name for t in found})
-    if missing:
-        raise ApiError(404, "not_found", f"unknown tenant {missing[0]}", {"missing": missing})
-    return [t.id for t in found]
 
 
 def plan_legs(
@@ -148,7 +108,7 @@ async def _use_exact_scan(
     rows, total = await _recent(
         state.tenant_sizes,
         ",".join(sorted(tenant_ids)),
-        lambda: memory_repo.embedded_row_counts(conn, tenant_ids=tenant_ids),
+        lambda: size_repo.embedded_row_counts(conn, tenant_ids=tenant_ids),
     )
     if rows <= state.settings.exact_scan_max_rows:
         return True
@@ -244,36 +204,3 @@ async def rank_candidates(
     ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
     timings.add("fuse", started)
     return ranked, match_types
-
-
-async def _embed_query(state: ServiceState, text: str, tenant_id: str, timings: Timings) -> Vector | None:
-    if state.embedder is None:
-        return None
-    started = time.perf_counter()
-    vector = await state.embedder.embed_query(text, tenant_id=tenant_id)
-    EMBEDDING_LATENCY.labels("query").observe(time.perf_counter() - started)
-    timings.add("embed", started)
-    return vector
-
-
-@asynccontextmanager
-async def query_embedding(
-    state: ServiceState, text: str, timings: Timings, *, tenant_id: str, wanted: bool
-) -> AsyncIterator[asyncio.Task[Vector | None] | None]:
-    """The query's embedding as a background task for the block; abandoned on the way out."""
-    # The model's thread runs while PostgreSQL does the keyword leg; a task nobody awaited (an
-    # error, a keyword-only plan) is cancelled or its exception retrieved, never left dangling.
-    task = asyncio.create_task(_embed_query(state, text, tenant_id, timings)) if wanted else None
-    try:
-        yield task
-    finally:
-        if task is not None:
-            if not task.done():
-                task.cancel()
-            elif not task.cancelled():
-                task.exception()  # retrieved: the request's own outcome is what gets reported
-
-
-async def embedding_used(task: asyncio.Task[Vector | None] | None) -> bool:
-    """Whether the request got a query embedding (false without an embedder)."""
-    return task is not None and await task is not None

@@ -25,16 +25,15 @@ from app.retrieval.scoring import (
     tie_break_key,
 )
 from app.services.memories import memory_to_dict
+from app.services.query_embedding import embedding_used, query_embedding
 from app.services.ranking import (
-    Timings,
-    embedding_used,
     plan_legs,
-    query_embedding,
     rank_candidates,
-    resolve_tenants,
 )
 from app.services.requests import RecallRequest
 from app.services.scopes import ScopeSettings, load_scope_settings
+from app.services.tenants import resolve_tenants
+from app.services.timings import Timings
 from app.state import ServiceState
 
 

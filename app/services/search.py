@@ -24,19 +24,18 @@ from app.retrieval.scoring import temporal_decay, tie_break_key
 from app.services import code_search
 from app.services.code_search import Candidate
 from app.services.memories import memory_to_dict
+from app.services.query_embedding import embedding_used, query_embedding
 from app.services.ranking import (
     DEFAULT_KINDS,
     KEYWORD_RANKER,
     RankedHit,
-    Timings,
-    embedding_used,
     plan_legs,
-    query_embedding,
     rank_candidates,
-    resolve_tenants,
 )
 from app.services.requests import SearchRequest
 from app.services.scopes import load_scope_settings
+from app.services.tenants import resolve_tenants
+from app.services.timings import Timings
 from app.state import ServiceState
 
 

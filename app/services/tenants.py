@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
@@ -85,3 +86,21 @@ async def bootstrap(conn: asyncpg.Connection, admin_key_path: Path) -> str | Non
         handle.write(plain + "\n")
     os.chmod(admin_key_path, 0o600)
     return plain
+
+
+async def resolve_tenants(
+    conn: asyncpg.Connection, principal: Principal, tenants: Sequence[str] | None, all_tenants: bool
+) -> list[str]:
+    """The caller's tenant, or, for operator keys that ask for it, the requested tenants."""
+    if not tenants and not all_tenants:
+        return [principal.tenant_id]
+    if not principal.operator:
+        raise ApiError(403, "forbidden", "cross-tenant retrieval needs an operator key")
+    if all_tenants:
+        return [t.id for t in await repo.list_tenants(conn)]
+    assert tenants is not None
+    found = await repo.get_tenants_by_names(conn, names=list(tenants))
+    missing = sorted(set(tenants) - {t.name for t in found})
+    if missing:
+        raise ApiError(404, "not_found", f"unknown tenant {missing[0]}", {"missing": missing})
+    return [t.id for t in found]
