@@ -9,7 +9,10 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.rerank.base import MAX_RERANK_TOP_N
+
 EmbeddingProviderName = Literal["local", "openai", "none"]
+RerankProviderName = Literal["none", "cross-encoder", "http"]
 
 
 class Settings(BaseSettings):
@@ -92,6 +95,38 @@ class Settings(BaseSettings):
     server_timing: bool = Field(
         default=False,
         description="Send per-phase Server-Timing headers on search/recall (for benchmarks; off in shared use).",
+    )
+
+    rerank_provider: RerankProviderName = Field(
+        default="none",
+        description="Reranker of the fused top-N: a local sentence-transformers CrossEncoder or an HTTP /rerank endpoint.",
+    )
+    rerank_default: bool = Field(
+        default=False, description="Rerank every search unless the request or its scope says otherwise."
+    )
+    rerank_model_path: Path | None = Field(
+        default=None, description="cross-encoder: directory of a saved CrossEncoder (nothing is downloaded)."
+    )
+    rerank_url: str | None = Field(
+        default=None, description="http: the full URL of the endpoint, e.g. http://127.0.0.1:8081/rerank."
+    )
+    rerank_http_format: Literal["cohere", "tei"] = Field(
+        default="cohere",
+        description="http request body: cohere {model, query, documents, top_n} (Cohere, Jina, vLLM) or "
+        "tei {query, texts} (Hugging Face text-embeddings-inference).",
+    )
+    rerank_model: str | None = Field(
+        default=None, description="http: the `model` sent in cohere-format bodies."
+    )
+    rerank_api_key: str | None = Field(default=None, description="http: sent as `Authorization: Bearer …`.")
+    rerank_top_n: int = Field(
+        default=50,
+        ge=1,
+        le=MAX_RERANK_TOP_N,
+        description="How many fused results are reranked (and MMR re-orders).",
+    )
+    rerank_timeout_seconds: float = Field(
+        default=2.0, gt=0, description="A reranker slower than this is skipped: fused order, flagged."
     )
 
     @property

@@ -18,6 +18,7 @@ from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
 from app.middleware import RequestMiddleware
+from app.rerank.factory import build_reranker
 from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_embedder_identity, ensure_schema
 from app.state import ServiceState
@@ -44,21 +45,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The embedded database is ours to migrate; an external one is migrated explicitly.
         revision = await ensure_schema(dsn, migrate=settings.database_url is None)
         embedder = await asyncio.to_thread(build_embedder, settings)
+        reranker = await asyncio.to_thread(build_reranker, settings)
         pool = await create_pool(dsn, settings)
         try:
             async with pool.acquire() as conn:
                 await check_embedder_identity(conn, embedder.identity if embedder else None)
             log.info(
-                "recalld ready: schema %s, keyword ranker %s, embedder %s",
+                "recalld ready: schema %s, keyword ranker %s, embedder %s, reranker %s",
                 revision,
                 KEYWORD_RANKER,
                 f"{embedder.identity.model} ({embedder.runtime})" if embedder else "none (keyword-only)",
+                reranker.name if reranker else "none",
             )
             app.state.service = ServiceState(
                 settings=settings,
                 pool=pool,
                 embedder=embedder,
                 schema_revision=revision,
+                reranker=reranker,
             )
             async with mcp_sessions.run():
                 yield
@@ -66,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await pool.close()
             if embedder is not None:
                 embedder.close()
+            if reranker is not None:
+                await reranker.close()
 
     app = FastAPI(
         title="recalld",

@@ -269,6 +269,7 @@ async def test_search_and_recall_bodies_are_exactly_their_documented_models(
         assert stored.status_code == 201
     requests: list[tuple[str, dict[str, Any], TenantKeys]] = [
         ("/v1/search", {"query": "boat in Porto"}, tenant),
+        ("/v1/search", {"query": "boat in Porto", "rerank": True, "diversity": 0.5}, tenant),
         ("/v1/search", {"query": "boat", "mode": "keyword", "min_score": 0}, tenant),
         ("/v1/search", {"query": "", "symbol": "login", "types": ["code"], "depth": 2}, tenant),
         ("/v1/search", {"query": "boat", "tenants": [tenant.name, other.name]}, other),

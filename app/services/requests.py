@@ -81,6 +81,11 @@ class SearchRequest:
     symbol: str | None
     depth: int
     exact: bool
+    # None: the scope's setting, else RECALLD_RERANK_DEFAULT.
+    rerank: bool | None = None
+    rerank_top_n: int | None = None
+    diversity: float | None = None
+    context_window: int = 0
 
 
 @dataclass(frozen=True, slots=True)

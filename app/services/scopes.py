@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.db import tenant_transaction
 from app.errors import ApiError, model_error_details
 from app.repositories.scopes import get_scope_settings, put_scope_settings
+from app.rerank.base import MAX_RERANK_TOP_N
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS, RecallWeights
 
 # A scope is a name in URLs and butler.toml files alike: the API path and the CLI import agree.
@@ -75,6 +76,8 @@ class ScopeSettings(BaseModel):
                     "fusion": "rrf",
                     "fusion_weights": {"semantic": 1.0, "keyword": 1.0, "k": 60},
                     "half_life_days": 30,
+                    "rerank": True,
+                    "rerank_top_n": 30,
                 }
             ]
         },
@@ -89,6 +92,15 @@ class ScopeSettings(BaseModel):
     )
     recency_half_life_days: float | None = Field(
         None, gt=0, le=36500, description="Half-life of the recall recency signal, in days (default 7)."
+    )
+    rerank: bool | None = Field(
+        None, description="Rerank this scope's searches unless a request says otherwise."
+    )
+    rerank_top_n: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RERANK_TOP_N,
+        description="How many fused results are reranked (default RECALLD_RERANK_TOP_N).",
     )
 
 

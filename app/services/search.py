@@ -16,13 +16,16 @@ from app.embeddings.base import Vector
 from app.errors import ApiError
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
+from app.retrieval import reorder as reorder_candidates
 from app.retrieval.fusion import FusedHit
 from app.retrieval.globs import GlobError, glob_to_regex
 from app.retrieval.highlights import highlight_spans
 from app.retrieval.query import ParsedQuery, parse_query
 from app.retrieval.scoring import temporal_decay, tie_break_key
 from app.services import code_search
+from app.services import rerank as rerank_service
 from app.services.code_search import Candidate
+from app.services.conversation import context_by_hit
 from app.services.memories import memory_to_dict
 from app.services.query_embedding import embedding_used, query_embedding
 from app.services.ranking import (
@@ -171,12 +174,44 @@ async def _search_in_transaction(
             timings.add("code", started)
         scored = [c for c in candidates if c.score >= min_score]
         scored.sort(key=lambda c: tie_break_key(c.score, c.created_at, c.id))
+        reorder_plan = rerank_service.plan_reorder(
+            state.settings,
+            scope_settings,
+            rerank_requested=body.rerank,
+            top_n=body.rerank_top_n,
+            diversity=body.diversity,
+        )
+        reordering: rerank_service.Reordering | None = None
+        if reorder_plan.active:
+            started = time.perf_counter()
+            head = scored[: reorder_plan.top_n]
+            pool = [reorder_candidates.Candidate(c.id, c.score, c.created_at) for c in head]
+            texts = await rerank_service.load_texts(conn, tenant_ids, pool, reorder_plan)
+            reordering = await rerank_service.reorder(
+                state.reranker,
+                state.settings,
+                body.query,
+                pool,
+                texts,
+                reorder_plan,
+                await vector if vector is not None else None,
+            )
+            scored = [head[i] for i in reordering.order] + scored[len(head) :]
+            timings.add("rerank", started)
         scored = scored[: body.limit]
         started = time.perf_counter()
         rows = await memory_repo.bump_references(
             conn, tenant_ids=tenant_ids, ids=[uuid.UUID(c.id) for c in scored]
         )
         timings.add("fetch", started)
+        context: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        if body.context_window:
+            started = time.perf_counter()
+            episodes = [i for i, r in rows.items() if r["kind"] == "episode" and r["session_id"] is not None]
+            context = await context_by_hit(
+                conn, tenant_ids=tenant_ids, episode_ids=episodes, window=body.context_window
+            )
+            timings.add("context", started)
     results = []
     for c in scored:
         row = rows.get(uuid.UUID(c.id))
@@ -197,10 +232,19 @@ async def _search_in_transaction(
         if c.hop_depth is not None:
             item["hop_depth"] = c.hop_depth
             breakdown["paths"] = c.paths
+        if reordering is not None:
+            if c.id in reordering.rerank:
+                breakdown["rerank"] = reordering.rerank[c.id]
+            if c.id in reordering.mmr:
+                breakdown["mmr"] = reordering.mmr[c.id]
         item["score_breakdown"] = breakdown
+        if row["id"] in context:
+            item["context"] = context[row["id"]]
         if len(tenant_ids) > 1:
             item["tenant_id"] = str(row["tenant_id"])
         results.append(item)
     response["results"] = results
     response["embedding_used"] = await embedding_used(vector)
+    if reordering is not None and reordering.report is not None:
+        response["rerank"] = reordering.report
     return response

@@ -1,0 +1,143 @@
+"""Conversation context: an episode hit carries its neighbouring turns of the same session."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from app.api.schemas import SearchOut
+from tests.conftest import TenantFactory, TenantKeys
+
+START = datetime(2026, 5, 1, 18, 0, tzinfo=UTC)
+TURNS = (
+    "Hi, how was your weekend?",
+    "Great, we went to the coast.",
+    "Nice! Did you swim?",
+    "Yes, and I finally tried paddleboarding at Porthcurno.",
+    "How did it go?",
+    "I fell in twice but loved it.",
+    "Let's go together next time.",
+)
+
+
+async def _store_session(
+    client: httpx.AsyncClient,
+    tenant: TenantKeys,
+    session: str,
+    turns: tuple[str, ...],
+    butler: str = "chat",
+    expired: tuple[int, ...] = (),
+) -> list[str]:
+    items = [
+        {
+            "type": "episode",
+            "content": text,
+            "butler": butler,
+            "session_id": session,
+            "created_at": (START + timedelta(minutes=i)).isoformat(),
+            "metadata": {"turn": i},
+            **({"expires_at": (START + timedelta(days=1)).isoformat()} if i in expired else {}),
+        }
+        for i, text in enumerate(turns)
+    ]
+    response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+    assert response.status_code == 201, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+async def _search(client: httpx.AsyncClient, tenant: TenantKeys, query: str, **body: Any) -> dict[str, Any]:
+    response = await client.post(
+        "/v1/search", json={"query": query, **body}, headers=tenant.headers("reader")
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def test_episode_hit_carries_its_neighbouring_turns_outside_the_limit(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    ids = await _store_session(client, tenant, "s1", TURNS)
+    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=1, context_window=2)
+    assert len(result["results"]) == 1
+    hit = result["results"][0]
+    assert hit["id"] == ids[3]
+    assert [(t["id"], t["offset"]) for t in hit["context"]] == [
+        (ids[1], -2),
+        (ids[2], -1),
+        (ids[4], 1),
+        (ids[5], 2),
+    ]
+    assert [t["content"] for t in hit["context"]] == [TURNS[1], TURNS[2], TURNS[4], TURNS[5]]
+    assert hit["context"][0]["metadata"] == {"turn": 1}
+    assert SearchOut.model_validate(result).model_dump(mode="json") == result
+    # Context is not counted as retrieval: the neighbours' reference counts do not move.
+    got = await client.get(f"/v1/memories/{ids[2]}", headers=tenant.headers("reader"))
+    assert got.json()["reference_count"] == 1
+
+    edge = await _search(client, tenant, "weekend", limit=1, context_window=3)
+    assert edge["results"][0]["id"] == ids[0]
+    assert [t["offset"] for t in edge["results"][0]["context"]] == [1, 2, 3]
+
+    default = await _search(client, tenant, "paddleboarding Porthcurno", limit=1)
+    assert "context" not in default["results"][0]
+
+
+async def test_context_stays_in_the_session_the_agent_and_the_tenant(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant, other = await make_tenant(), await make_tenant()
+    ids = await _store_session(client, tenant, "s1", TURNS, expired=(2,))
+    await _store_session(client, tenant, "s2", ("We talked about paddleboarding prices.",))
+    # The same session id under another agent, and in another tenant, is another conversation.
+    await _store_session(client, tenant, "s1", ("Another agent's turn in s1",), butler="planner")
+    await _store_session(
+        client, other, "s1", ("Other tenant: secret turn one", "Other tenant: secret turn two")
+    )
+    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=1, context_window=2)
+    hit = result["results"][0]
+    assert hit["id"] == ids[3]
+    # Turn 2 has expired: the window reaches past it to turn 1 and turn 0.
+    assert [t["id"] for t in hit["context"]] == [ids[0], ids[1], ids[4], ids[5]]
+    assert all("secret" not in t["content"] and "Another agent" not in t["content"] for t in hit["context"])
+
+
+async def test_facts_and_sessionless_episodes_get_no_context(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    await client.post(
+        "/v1/facts", json={"content": "Paddleboarding needs calm water"}, headers=tenant.headers()
+    )
+    await client.post(
+        "/v1/episodes",
+        json={"content": "Tried paddleboarding alone", "butler": "chat"},
+        headers=tenant.headers(),
+    )
+    result = await _search(client, tenant, "paddleboarding", context_window=2)
+    assert len(result["results"]) == 2
+    assert all("context" not in r for r in result["results"])
+
+
+async def test_turns_stored_at_the_same_time_are_ordered_by_id(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    items = [
+        {
+            "type": "episode",
+            "content": text,
+            "butler": "chat",
+            "session_id": "same",
+            "created_at": START.isoformat(),
+        }
+        for text in ("kayak one", "canoe two", "rowing three")
+    ]
+    response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+    ids = sorted(item["id"] for item in response.json()["items"])
+    by_id = {item["id"]: item["content"] for item in response.json()["items"]}
+    middle = await _search(client, tenant, by_id[ids[1]].split()[0], limit=1, context_window=1)
+    assert [t["id"] for t in middle["results"][0]["context"]] == [ids[0], ids[2]]
