@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from app.api.schemas import SearchOut
+from app.api.schemas.retrieval import SearchOut
 from tests.conftest import TenantFactory, TenantKeys
 
 START = datetime(2026, 5, 1, 18, 0, tzinfo=UTC)

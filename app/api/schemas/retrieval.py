@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.schemas.common import (
     MAX_QUERY_CHARS,
@@ -18,6 +18,12 @@ from app.api.schemas.common import (
     Timestamp,
 )
 from app.api.schemas.memories import FACT_EXAMPLE
+from app.api.schemas.search_stages import (
+    MAX_CONTEXT_WINDOW,
+    ContextTurn,
+    RerankOptions,
+    RerankReport,
+)
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS as _W
 from app.services import requests
 
@@ -60,7 +66,17 @@ class SearchIn(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
-        json_schema_extra={"examples": [{"query": "what does the user eat", "limit": 5, "scope": "health"}]},
+        json_schema_extra={
+            "examples": [
+                {"query": "what does the user eat", "limit": 5, "scope": "health"},
+                {
+                    "query": "when is Ana visiting",
+                    "rerank": {"top_n": 20},
+                    "diversity": 0.3,
+                    "context_window": 2,
+                },
+            ]
+        },
     )
     query: str = Field(
         ..., max_length=MAX_QUERY_CHARS, description="Words, a question or code (≤ 4,000 chars)."
@@ -117,6 +133,31 @@ class SearchIn(StrictModel):
         False,
         description="Force an exact vector scan instead of HNSW (slower; for measuring approximate recall).",
     )
+    rerank: StrictBool | RerankOptions | None = Field(
+        None,
+        description="Re-order the fused top-N with the configured reranker (cross-encoder or HTTP "
+        '/rerank): `true`, `false` or `{"top_n": 20}`. Unset: the scope\'s setting, else '
+        "RECALLD_RERANK_DEFAULT (off). A reranker that fails or times out leaves the fused order, and "
+        "the response's `rerank` says why; the search never fails for it.",
+        examples=[True, {"top_n": 20}],
+    )
+    diversity: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="MMR diversity λ, 0–1: re-order the top-N by (1 − λ) · relevance − λ · the highest "
+        "cosine to a result already above it, so near-duplicates do not fill the page. 0 or unset: off.",
+        examples=[0.5],
+    )
+    context_window: int = Field(
+        0,
+        ge=0,
+        le=MAX_CONTEXT_WINDOW,
+        description="Episodes with a session_id: attach up to this many turns before and after each hit "
+        "as `context` (same session and agent, by created_at then id), 0–10; they do not count "
+        "against `limit`.",
+        examples=[2],
+    )
 
     def to_domain(self) -> requests.SearchRequest:
         """The service's view of this search; an unsent `fusion` leaves the choice to scope settings."""
@@ -141,6 +182,10 @@ class SearchIn(StrictModel):
             symbol=self.symbol,
             depth=self.depth,
             exact=self.exact,
+            rerank=True if isinstance(self.rerank, RerankOptions) else self.rerank,
+            rerank_top_n=self.rerank.top_n if isinstance(self.rerank, RerankOptions) else None,
+            diversity=self.diversity,
+            context_window=self.context_window,
         )
 
 
@@ -180,7 +225,15 @@ class SearchResult(BaseModel):
     created_at: datetime = Field(..., description="When it was stored.")
     score_breakdown: dict[str, Any] = Field(
         ...,
-        description="Rank and raw score of each leg, fusion weights, decay factor and fused score.",
+        description="Rank and raw score of each leg, fusion weights, decay factor and fused score; "
+        "`rerank: {score, rank}` when a reranker re-ordered it, `mmr: {score, max_similarity}` with "
+        "`diversity`.",
+    )
+    context: list[ContextTurn] | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="With `context_window`, for an episode hit with a session_id: its neighbouring turns "
+        "in that session, oldest first (`offset` < 0 before the hit, > 0 after it).",
     )
 
 
@@ -205,6 +258,11 @@ class SearchOut(BaseModel):
         ..., description="Keyword ranker in use: bm25 (per-tenant statistics, on every PostgreSQL)."
     )
     embedding_used: bool = Field(..., description="Whether the query was embedded (semantic leg ran).")
+    rerank: RerankReport | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="Present when reranking was asked for (request, scope or setting).",
+    )
 
 
 class RecallWeightsIn(StrictModel):
