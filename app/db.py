@@ -52,7 +52,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
+async def _skip_reset(conn: asyncpg.Connection) -> None:
     """Pool release hook: there is no session state to undo.
 
     Everything recalld sets is transaction-local (tenant_transaction's set_config(..., true), xact
@@ -68,7 +68,7 @@ async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
         init=_init_connection,
-        reset=_keep_session,
+        reset=_skip_reset,
         command_timeout=60,
         # Session defaults, set once per connection: HNSW keeps scanning until enough
         # rows pass the tenant/scope filters instead of returning a post-filtered handful.
@@ -95,7 +95,11 @@ def tenant_setting(tenant_ids: Sequence[str]) -> str:
 
 @asynccontextmanager
 async def tenant_transaction(
-    conn: asyncpg.Connection, tenant_ids: Sequence[str], *, readonly: bool = False, durable: bool = True
+    conn: asyncpg.Connection,
+    tenant_ids: Sequence[str],
+    *,
+    readonly: bool = False,
+    synchronous_commit: bool = True,
 ) -> AsyncIterator[asyncpg.Connection]:
     """Open a transaction bounded to tenant_ids by row-level security.
 
@@ -103,7 +107,7 @@ async def tenant_transaction(
     (embedded mode, docker-compose); both settings are transaction-local, so a pooled connection
     never carries one request's tenant into the next.
 
-    durable=False is for reads whose only write is the reference bump: their commit does not wait
+    synchronous_commit=False is for reads whose only write is the reference bump: their commit does not wait
     for the WAL flush (an fsync, 3-4 ms here, most of a search's time). A crash can then lose the
     last fraction of a second of reference counts, never a stored memory; user writes stay durable.
     """
@@ -113,6 +117,6 @@ async def tenant_transaction(
             "set_config('synchronous_commit', $3, true)",
             APP_ROLE,
             tenant_setting(tenant_ids),
-            "on" if durable else "off",
+            "on" if synchronous_commit else "off",
         )
         yield conn

@@ -12,20 +12,23 @@ import psutil
 
 log = logging.getLogger("recalld.embedded")
 
-PRELOAD_MARKER = "# recalld: pg_textsearch must be preloaded"
+BASE_MARKER = "# recalld: base settings"
+# Data directories created before pg_textsearch was dropped carry its preload line under this
+# marker: they already have the base settings (the preload itself is harmless and left alone).
+OLD_BASE_MARKER = "# recalld: pg_textsearch must be preloaded"
 MEMORY_MARKER = "# recalld: memory sized to this machine"
 DATABASE_NAME = "recalld"
 
 
-def _ensure_preload(pgdata: Path) -> None:
-    """Write pg_textsearch into postgresql.conf; it only works when preloaded at server start."""
+def _ensure_base_settings(pgdata: Path) -> None:
+    """Append recalld's fixed server settings to postgresql.conf once."""
     conf = pgdata / "postgresql.conf"
     text = conf.read_text()
-    if PRELOAD_MARKER in text:
+    if BASE_MARKER in text or OLD_BASE_MARKER in text:
         return
     conf.write_text(
         text
-        + f"\n{PRELOAD_MARKER}\nshared_preload_libraries = 'pg_textsearch'\n"
+        + f"\n{BASE_MARKER}\n"
         # Durability is PostgreSQL's default; stated here so nobody "tunes" it away.
         + "fsync = on\nsynchronous_commit = on\n"
         + "max_connections = 200\n"
@@ -78,7 +81,7 @@ def start_embedded(data_dir: Path) -> str:
     class _RecalldServer(PostgresServer):
         def ensure_pgdata_inited(self) -> None:
             super().ensure_pgdata_inited()
-            _ensure_preload(self.pgdata)
+            _ensure_base_settings(self.pgdata)
             _ensure_memory_settings(self.pgdata)
 
     data_dir.mkdir(parents=True, exist_ok=True)

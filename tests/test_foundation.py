@@ -33,6 +33,12 @@ async def test_embedded_postgres_buffer_cache_is_sized_to_the_machine(admin_conn
     assert shown == (f"{expected_mb // 1024}GB" if expected_mb % 1024 == 0 else f"{expected_mb}MB")
 
 
+async def test_embedded_postgres_preloads_nothing_unused(admin_conn: asyncpg.Connection) -> None:
+    # pg_textsearch is not used by any query: loading it into every backend was dead weight.
+    assert await admin_conn.fetchval("SHOW shared_preload_libraries") == ""
+    assert await admin_conn.fetchval("SHOW synchronous_commit") == "on"
+
+
 async def test_missing_and_bad_keys_are_401(client: httpx.AsyncClient) -> None:
     body = {"query": "anything"}
     missing = await client.post("/v1/search", json=body)

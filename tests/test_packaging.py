@@ -55,6 +55,14 @@ def test_files_the_dockerfile_copies_exist_and_script_is_declared() -> None:
     assert project["project"]["scripts"]["recalld"] == "app.cli:main"
 
 
+def test_test_only_packages_stay_out_of_the_runtime_dependencies() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {re.split(r"[<>=\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    dev = {re.split(r"[<>=\[ ]", d, maxsplit=1)[0].lower() for d in project["optional-dependencies"]["dev"]}
+    assert "pyyaml" in dev and "import-linter" in dev
+    assert not runtime & {"pyyaml", "pytest", "mypy", "ruff", "import-linter"}
+
+
 def test_docker_build_context_leaves_out_the_venv_and_local_data() -> None:
     ignored = {
         line.strip()

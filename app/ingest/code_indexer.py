@@ -11,12 +11,11 @@ import httpx
 
 from app.hashing import content_hash
 from app.ingest.indexer import iter_files
-from app.ingest.paths import CODE_SUFFIXES
+from app.ingest.paths import CODE_SUFFIXES, MAX_CODE_FILE_CHARS
 from app.progress import progress_bar
 
 BATCH_FILES = 40
 BATCH_BYTES = 2 * 1024 * 1024
-MAX_FILE_BYTES = 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -44,8 +43,9 @@ class CodeIndexStats:
 
 
 def source_files(root: Path) -> list[Path]:
-    """The files `recalld index --code` uploads: source suffixes, .gitignore respected, ≤ 1 MiB."""
-    return [p for p in iter_files(root, CODE_SUFFIXES) if p.stat().st_size <= MAX_FILE_BYTES]
+    """The files `recalld index --code` uploads: source suffixes, .gitignore respected, not too big."""
+    # A file of at most that many bytes has at most that many characters: the server accepts it.
+    return [p for p in iter_files(root, CODE_SUFFIXES) if p.stat().st_size <= MAX_CODE_FILE_CHARS]
 
 
 def index_code(client: httpx.Client, root: Path, *, repository: str, progress: bool = True) -> CodeIndexStats:

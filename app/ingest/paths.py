@@ -24,6 +24,7 @@ LANGUAGE_BY_SUFFIX = {
 }
 CODE_SUFFIXES = tuple(LANGUAGE_BY_SUFFIX)
 MAX_PATH_CHARS = 512
+MAX_CODE_FILE_CHARS = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TERM_SEPARATORS = re.compile(r"[/._-]+")
 

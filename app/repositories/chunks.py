@@ -20,17 +20,16 @@ class StoredChunk:
 
 
 async def chunks_of_path(
-    conn: asyncpg.Connection, *, tenant_id: str, kind: str, path: str, repository: str | None = None
+    conn: asyncpg.Connection, *, tenant_id: str, kind: str, path: str
 ) -> list[StoredChunk]:
     """The chunks currently stored for one file."""
     rows = await conn.fetch(
         "SELECT id, content_hash, start_line, end_line FROM memory "
-        "WHERE tenant_id = $1 AND kind = $2 AND path = $3 AND repository IS NOT DISTINCT FROM $4 "
+        "WHERE tenant_id = $1 AND kind = $2 AND path = $3 "
         "ORDER BY start_line, id",
         uuid.UUID(tenant_id),
         kind,
         path,
-        repository,
     )
     return [StoredChunk(r["id"], r["content_hash"], r["start_line"], r["end_line"]) for r in rows]
 

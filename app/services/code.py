@@ -21,8 +21,6 @@ from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
 
-MAX_CODE_FILE_CHARS = 1024 * 1024
-
 
 @dataclass(slots=True)
 class IngestStats:

@@ -167,7 +167,7 @@ async def write_memories(
 
 async def get_memory(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
     """memory_get: one memory, counted as a retrieval."""
-    async with tenant_transaction(conn, [principal.tenant_id], durable=False):
+    async with tenant_transaction(conn, [principal.tenant_id], synchronous_commit=False):
         rows = await repo.bump_references(conn, tenant_ids=[principal.tenant_id], ids=[memory_id])
     row = rows.get(memory_id)
     if row is None:

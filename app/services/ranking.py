@@ -23,9 +23,12 @@ from app.services.timings import Timings
 from app.state import ServiceState
 
 DEFAULT_KINDS = ("fact", "rule", "episode", "document")
-# BM25 (k1 1.2, b 0.75) over per-tenant postings: the same ranker on every PostgreSQL.
+# Fixed, not detected: BM25 (k1 1.2, b 0.75) over recalld's own per-tenant postings on every
+# PostgreSQL. The startup log and /readyz name it because SPEC §1 asks them to.
 KEYWORD_RANKER = "bm25"
 SIZE_CACHE_SECONDS = 30.0
+# What the API calls substring (ILIKE) hits: SPEC R-S7 names that match type "fulltext".
+SUBSTRING_MATCH_TYPE = "fulltext"
 # Substring matches are weak evidence: they count at most half of a keyword hit.
 SUBSTRING_SCORE_SCALE = 0.5
 # BM25 re-scores this many candidates (at least) from the best postings of each lexeme; a second,
@@ -158,9 +161,11 @@ async def run_keyword_leg(
             ], "bm25"
     patterns = ilike_patterns(parsed)
     if not patterns:
-        return [], "fulltext"
+        return [], SUBSTRING_MATCH_TYPE
     rows = await search_repo.search_by_substring(conn, f=f, patterns=patterns, limit=limit)
-    return [LegRow(r.id, r.score * SUBSTRING_SCORE_SCALE, r.created_at, r.path) for r in rows], "fulltext"
+    return [
+        LegRow(r.id, r.score * SUBSTRING_SCORE_SCALE, r.created_at, r.path) for r in rows
+    ], SUBSTRING_MATCH_TYPE
 
 
 async def rank_candidates(

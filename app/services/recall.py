@@ -68,7 +68,7 @@ async def _recall_in_transaction(
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
     response: dict[str, Any] = {"results": [], "weights": {}, "embedding_used": False}
-    async with tenant_transaction(conn, tenant_ids, durable=False):
+    async with tenant_transaction(conn, tenant_ids, synchronous_commit=False):
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         weights = _recall_weights(body, scope_settings)
         response["weights"] = {

@@ -119,7 +119,7 @@ async def _search_in_transaction(
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
     min_score = body.min_score if body.min_score is not None else state.settings.min_score
-    async with tenant_transaction(conn, tenant_ids, durable=False):
+    async with tenant_transaction(conn, tenant_ids, synchronous_commit=False):
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         plan = plan_legs(
             state,

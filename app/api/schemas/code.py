@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from app.api.schemas.common import StrictModel
+from app.ingest.paths import MAX_CODE_FILE_CHARS
 from app.services import code as code_service
 
 RepositoryName = Annotated[
@@ -27,7 +28,7 @@ class CodeFileIn(StrictModel):
         ..., description="Path relative to the repository root, e.g. Sources/Auth/AuthService.swift."
     )
     content: str = Field(
-        ..., max_length=code_service.MAX_CODE_FILE_CHARS, description="File text (≤ 1,048,576 characters)."
+        ..., max_length=MAX_CODE_FILE_CHARS, description="File text (≤ 1,048,576 characters)."
     )
 
 
