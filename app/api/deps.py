@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 import asyncpg
@@ -20,11 +21,18 @@ async def get_state(request: Request) -> ServiceState:
     return state
 
 
+@asynccontextmanager
+async def pooled_connection(state: ServiceState) -> AsyncIterator[asyncpg.Connection]:
+    """A connection from the pool, for a REST request or one MCP step (auth, a tool call)."""
+    async with state.pool.acquire() as conn:
+        yield conn
+
+
 async def get_connection(
     state: Annotated[ServiceState, Depends(get_state)],
 ) -> AsyncIterator[asyncpg.Connection]:
     """One pooled connection for the whole request (auth and work share it)."""
-    async with state.pool.acquire() as conn:
+    async with pooled_connection(state) as conn:
         yield conn
 
 

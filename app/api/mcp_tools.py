@@ -16,6 +16,7 @@ from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, Doc
 from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
+from app.ingest.paths import MAX_PATH_CHARS
 from app.services import code as code_service
 from app.services import code_research
 from app.services import documents as document_service
@@ -37,7 +38,7 @@ class MemoryIdIn(StrictModel):
 class DocumentPathIn(StrictModel):
     """Arguments naming one stored file."""
 
-    path: str = Field(..., max_length=512, description="Path as uploaded.")
+    path: str = Field(..., max_length=MAX_PATH_CHARS, description="Path as uploaded.")
 
 
 class DocumentSliceIn(DocumentPathIn):
@@ -73,7 +74,7 @@ class RepositoryIn(StrictModel):
 class CodeFileRefIn(RepositoryIn):
     """Arguments naming one indexed source file."""
 
-    path: str = Field(..., max_length=512, description="Path as indexed.")
+    path: str = Field(..., max_length=MAX_PATH_CHARS, description="Path as indexed.")
 
 
 # What the tools answer where REST answers 204 or has no response model: MCP results are objects.
