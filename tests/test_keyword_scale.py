@@ -152,3 +152,24 @@ async def test_keyword_statistics_follow_inserts_deletes_and_text_changes(
     # The changed row is found by its new words only.
     assert next(i for i, _ in await _keyword(client, tenant, "moraine serac")) == ids[10]
     assert ids[10] not in {i for i, _ in await _keyword(client, tenant, "report", limit=100)}
+
+
+async def test_exact_flag_gives_exact_bm25_whatever_the_settings(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tenant = await make_tenant()
+    # 100 rows of the same single lexeme tie; exact BM25 breaks the tie by recency, while a cut
+    # that reads 4 postings (limit 2) sees four of them by id: the two results differ (except
+    # with odds of about 1 in 800).
+    await _batch(client, tenant, [f"beaver {'-' * i}" for i in range(100)])
+    monkeypatch.setattr(service.settings, "keyword_exact_max_postings", 0)
+    monkeypatch.setattr(service.settings, "keyword_postings_per_lexeme", 1)
+    pruned = await _keyword(client, tenant, "beaver", limit=2)
+    flagged = await _keyword(client, tenant, "beaver", limit=2, exact=True)
+    monkeypatch.setattr(service.settings, "keyword_postings_per_lexeme", 0)
+    exact = await _keyword(client, tenant, "beaver", limit=2)
+    assert flagged == exact
+    assert [i for i, _ in pruned] != [i for i, _ in exact]

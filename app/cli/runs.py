@@ -62,7 +62,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
     from app.evaluation.beir import load_beir
-    from app.evaluation.runner import EvalReport, evaluate, ingest
+    from app.evaluation.runner import EvalReport, evaluate, ingest, keyword_agreement
 
     dataset = load_beir(Path(args.dataset))
     if args.limit_queries:
@@ -74,6 +74,8 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         results, ranker = await evaluate(client, dataset, args.modes, fusion=args.fusion)
         report = EvalReport(len(dataset.corpus), len(dataset.queries), seconds, ranker)
         report.results = results
+        if "keyword" in args.modes:
+            report.keyword_agreement = await keyword_agreement(client, dataset)
         return report
 
     async def in_process() -> EvalReport:

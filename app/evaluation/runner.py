@@ -34,6 +34,8 @@ class EvalReport:
     ingest_seconds: float
     keyword_ranker: str
     results: list[ModeResult] = field(default_factory=list)
+    # Share of top-10 positions where the keyword leg's ranking equals exact BM25's.
+    keyword_agreement: float | None = None
 
     def markdown(self) -> str:
         """The report as a markdown table."""
@@ -50,6 +52,8 @@ class EvalReport:
                 f"| {r.mode} | {r.ndcg10:.3f} | {r.recall10:.3f} | {r.recall100:.3f} | {r.mrr10:.3f} "
                 f"| {r.latency_ms['p50']:.1f} | {r.latency_ms['p95']:.1f} |"
             )
+        if self.keyword_agreement is not None:
+            lines += ["", f"keyword top-10 positions equal to exact BM25: {self.keyword_agreement:.3f}"]
         return "\n".join(lines)
 
 
@@ -122,3 +126,31 @@ async def evaluate(
             ModeResult(label, sum(ndcg) / n, sum(r10) / n, sum(r100) / n, sum(mrr) / n, summarise(latencies))
         )
     return results, ranker
+
+
+async def keyword_agreement(
+    client: httpx.AsyncClient, dataset: BeirDataset, *, k: int = 10, progress: bool = True
+) -> float:
+    """Share of top-k positions where the keyword leg (pruned) returns what exact BM25 returns."""
+    same = total = 0
+    bar = progress_bar(len(dataset.queries), "keyword vs exact", enabled=progress)
+    for _, text in sorted(dataset.queries.items()):
+        ranked = []
+        for exact in (False, True):
+            body = {
+                "query": text,
+                "mode": "keyword",
+                "limit": k,
+                "min_score": 0,
+                "min_confidence": 0,
+                "exact": exact,
+            }
+            response = await client.post("/v1/search", json=body)
+            response.raise_for_status()
+            ranked.append([r["id"] for r in response.json()["results"]])
+        pruned, exact_ids = ranked
+        same += sum(1 for a, b in zip(pruned, exact_ids, strict=False) if a == b)
+        total += len(exact_ids)
+        bar.update()
+    bar.close()
+    return same / total if total else 1.0

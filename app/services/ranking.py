@@ -131,9 +131,15 @@ async def _recent[T](cache: dict[str, tuple[float, T]], key: str, load: Callable
 
 
 async def run_keyword_leg(
-    state: ServiceState, conn: asyncpg.Connection, f: CandidateFilter, parsed: ParsedQuery, limit: int
+    state: ServiceState,
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    parsed: ParsedQuery,
+    limit: int,
+    *,
+    exact: bool = False,
 ) -> tuple[list[LegRow], str]:
-    """BM25 over the tenant's postings, else the substring tier; returns rows and their match type."""
+    """BM25 over the tenant's postings (exact: every posting), else the substring tier, with the match type."""
     query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
     if query_text:
         per_lexeme = max(state.settings.keyword_postings_per_lexeme, 2 * limit)
@@ -141,7 +147,7 @@ async def run_keyword_leg(
         # Filters (kind, scope, tags…) apply after the cut: when they leave too few rows, read
         # deeper once, then score everything. A setting of 0 asks for exact BM25 straight away.
         depths: list[int | None] = [None]
-        if state.settings.keyword_postings_per_lexeme > 0:
+        if state.settings.keyword_postings_per_lexeme > 0 and not exact:
             depths = [per_lexeme, per_lexeme * KEYWORD_DEEPER_FACTOR, None]
         for depth in depths:
             found = await search_repo.search_by_bm25(
@@ -186,7 +192,9 @@ async def rank_candidates(
     match_types: dict[str, str] = {}
     if plan.keyword:
         started = time.perf_counter()
-        legs["keyword"], match_types["keyword"] = await run_keyword_leg(state, conn, f, parsed, limit)
+        legs["keyword"], match_types["keyword"] = await run_keyword_leg(
+            state, conn, f, parsed, limit, exact=force_exact
+        )
         timings.add("keyword", started)
     query_vector = await vector if plan.semantic and vector is not None else None
     if query_vector is not None:

@@ -131,7 +131,8 @@ class SearchIn(StrictModel):
     depth: int = Field(0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3).")
     exact: bool = Field(
         False,
-        description="Force an exact vector scan instead of HNSW (slower; for measuring approximate recall).",
+        description="Exact legs: a full vector scan instead of HNSW and BM25 over every posting instead of "
+        "the best per lexeme (slower; for measuring the approximate rankings).",
     )
     rerank: StrictBool | RerankOptions | None = Field(
         None,
