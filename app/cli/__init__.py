@@ -107,7 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cmd.add_argument(
         "--warmup", type=float, default=20.0, help="seconds of unmeasured searches first (0: none)"
     )
-    bench_cmd.add_argument("--scenario", default="S1", help="table label; 'code' times code search")
+    bench_cmd.add_argument(
+        "--scenario", default="S1", help="table label; 'code' times code search, 'scale' grows one tenant"
+    )
+    bench_cmd.add_argument(
+        "--sizes",
+        nargs="+",
+        type=int,
+        default=[10_000, 100_000, 1_000_000],
+        help="--scenario scale: tenant sizes to grow through",
+    )
     bench_cmd.add_argument(
         "--seed",
         type=int,

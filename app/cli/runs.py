@@ -135,6 +135,19 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         except CodeBenchError as exc:
             raise CliError(str(exc)) from exc
         return 0
+    if args.scenario == "scale":
+        from app.evaluation.scale_bench import run_scale_bench
+
+        run_scale_bench(
+            args.url,
+            key,
+            sizes=args.sizes,
+            modes=args.modes or ["keyword"],
+            concurrency=args.concurrency,
+            duration_s=args.duration,
+            seed=args.seed,
+        )
+        return 0
     if args.size and not args.skip_load:
         stats = bench.load_corpus(args.url, key, bench.generate_memories(args.size, seed=1))
         print(f"loaded {stats.items} memories in {stats.seconds:.1f}s ({stats.per_second:.0f}/s)", flush=True)
