@@ -136,6 +136,41 @@ async def fetch_memories(
     return {r["id"]: r for r in rows}
 
 
+@dataclass(frozen=True, slots=True)
+class RecallSignals:
+    """What recall scores a fact or rule by, besides relevance (constraints make these non-null)."""
+
+    importance: float
+    confidence: float
+    decay_rate: float
+    last_confirmed_at: datetime
+    last_referenced_at: datetime | None
+    created_at: datetime
+
+
+async def recall_signals(
+    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, RecallSignals]:
+    """The scoring columns of a recall pool of facts and rules; content is read for the final rows only."""
+    rows = await conn.fetch(
+        "SELECT id, importance, confidence, decay_rate, last_confirmed_at, last_referenced_at, created_at "
+        "FROM memory WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[]) AND kind IN ('fact', 'rule')",
+        [uuid.UUID(t) for t in tenant_ids],
+        list(ids),
+    )
+    return {
+        r["id"]: RecallSignals(
+            r["importance"],
+            r["confidence"],
+            r["decay_rate"],
+            r["last_confirmed_at"],
+            r["last_referenced_at"],
+            r["created_at"],
+        )
+        for r in rows
+    }
+
+
 async def existing_ids_of_kinds(
     conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID], kinds: Sequence[str]
 ) -> set[uuid.UUID]:

@@ -97,20 +97,20 @@ async def _recall_in_transaction(
             timings=timings,
         )
         started = time.perf_counter()
-        rows = await memory_repo.fetch_memories(
+        signals = await memory_repo.recall_signals(
             conn, tenant_ids=tenant_ids, ids=[uuid.UUID(r.hit.id) for r in ranked]
         )
         timings.add("fetch", started)
         recency_half_life = scope_settings.recency_half_life_days or state.settings.recency_half_life_days
         scored = []
         for r in ranked:
-            row = rows.get(uuid.UUID(r.hit.id))
-            if row is None:
+            signal = signals.get(uuid.UUID(r.hit.id))
+            if signal is None:
                 continue
-            conf = effective_confidence(row["confidence"], row["decay_rate"], row["last_confirmed_at"], now)
-            rec = recency_score(row["last_referenced_at"], row["created_at"], now, recency_half_life)
+            conf = effective_confidence(signal.confidence, signal.decay_rate, signal.last_confirmed_at, now)
+            rec = recency_score(signal.last_referenced_at, signal.created_at, now, recency_half_life)
             final = recall_score(
-                weights, relevance=r.hit.score, importance=row["importance"], recency=rec, confidence=conf
+                weights, relevance=r.hit.score, importance=signal.importance, recency=rec, confidence=conf
             )
             scored.append((final, r, conf, rec))
         scored.sort(key=lambda item: tie_break_key(item[0], item[1].created_at, item[1].hit.id))
