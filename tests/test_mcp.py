@@ -376,3 +376,25 @@ async def test_an_unknown_protocol_version_is_refused_before_any_tool_runs(
         "/v1/search", json={"query": "future", "mode": "keyword"}, headers=tenant.headers("reader")
     )
     assert found.json()["results"] == []
+
+
+async def test_an_older_client_gets_its_protocol_version_and_no_session(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant("mcp")
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "old-agent", "version": "1"},
+        },
+    }
+    answer = await client.post("/mcp", **_post(tenant, initialize))
+    assert answer.status_code == 200
+    assert answer.json()["result"]["protocolVersion"] == "2025-03-26"
+    assert answer.json()["result"]["serverInfo"]["name"] == "recalld"
+    # Stateless: no session to remember, so any worker can take the next request.
+    assert "mcp-session-id" not in answer.headers
