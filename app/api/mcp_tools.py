@@ -9,6 +9,7 @@ from uuid import UUID
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import to_jsonable_python
 
 from app.api.schemas.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
 from app.api.schemas.common import ScopeName, StrictModel
@@ -122,7 +123,9 @@ class Tool:
     def serialise(self, result: Any) -> dict[str, Any]:
         """The result as a JSON object shaped like the REST response body."""
         if self.output is None:
-            return dict(result)
+            # As FastAPI encodes a route's dict: UUIDs, datetimes and the like become JSON values.
+            encoded: dict[str, Any] = to_jsonable_python(result)
+            return encoded
         return self.output.model_validate(result).model_dump(
             mode="json", by_alias=True, exclude_none=self.exclude_none
         )
