@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import ConnDep, Reader, StateDep, Writer
-from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
+from app.api.schemas.common import MemoryType, ScopeName
+from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
 from app.services import memories as service
 
 router = APIRouter(prefix="/v1", tags=["memories"])
@@ -93,6 +94,58 @@ async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: 
             conn, state.embedder, principal, [i.to_draft() for i in body.items]
         )
     }
+
+
+@router.get(
+    "/memories",
+    response_model=MemoryPage,
+    operation_id="memory_list",
+    summary="List memories of one kind",
+    responses={
+        401: {"description": "Missing, unknown or revoked API key."},
+        422: {"description": "Unknown type, invalid scope or limit, or a cursor this endpoint did not give."},
+    },
+)
+async def list_memories(
+    conn: ConnDep,
+    principal: Reader,
+    memory_type: Annotated[
+        MemoryType,
+        Query(
+            alias="type",
+            description="Kind to list: fact, rule, episode, document or code.",
+            openapi_examples={"example": {"value": "fact"}},
+        ),
+    ],
+    scope: Annotated[
+        ScopeName | None,
+        Query(
+            description="Only memories stored with exactly this scope (no `global` added).",
+            openapi_examples={"example": {"value": "health"}},
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=100,
+            description="Most memories on this page, 1–100 (default 20).",
+            openapi_examples={"example": {"value": 20}},
+        ),
+    ] = 20,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="`next_cursor` of the previous page; omit for the first page.",
+            openapi_examples={"example": {"value": "MjAyNi0xMS0yMFQw..."}},
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Browse stored memories, newest first; unlike memory_get this does not count as a retrieval."""
+    return await service.list_memories(
+        conn, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor
+    )
 
 
 @router.get(

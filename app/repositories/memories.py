@@ -211,6 +211,33 @@ async def bump_references(
     return {r["id"]: r for r in rows}
 
 
+async def list_memories(
+    conn: asyncpg.Connection,
+    *,
+    tenant_id: str,
+    kind: str,
+    scope: str | None,
+    after: tuple[datetime, uuid.UUID] | None,
+    limit: int,
+) -> list[asyncpg.Record]:
+    """Memories of one kind, newest first (ties by id), after a (created_at, id) position."""
+    # Ordered as memory_tenant_kind_created_idx, so a page reads only its own rows of that index.
+    after_created, after_id = after if after is not None else (None, None)
+    rows: list[asyncpg.Record] = await conn.fetch(
+        f"SELECT {MEMORY_COLUMNS} FROM memory WHERE tenant_id = $1 AND kind = $2 "
+        "AND ($3::text IS NULL OR scope = $3) AND (expires_at IS NULL OR expires_at > now()) "
+        "AND ($4::timestamptz IS NULL OR created_at < $4 OR (created_at = $4 AND id > $5)) "
+        "ORDER BY created_at DESC, id LIMIT $6",
+        uuid.UUID(tenant_id),
+        kind,
+        scope,
+        after_created,
+        after_id,
+        limit,
+    )
+    return rows
+
+
 async def confirm_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> asyncpg.Record | None:
     """Reset last_confirmed_at of a fact or rule."""
     row: asyncpg.Record | None = await conn.fetchrow(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -173,6 +175,48 @@ async def get_memory(conn: asyncpg.Connection, principal: Principal, memory_id: 
     if row is None:
         raise not_found()
     return memory_to_dict(row)
+
+
+def _encode_cursor(row: Mapping[str, Any]) -> str:
+    position = f"{row['created_at'].isoformat()}|{row['id']}"
+    return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        position = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        created, _, memory_id = position.partition("|")
+        when = datetime.fromisoformat(created)
+        if when.tzinfo is None:
+            raise ValueError("naive time")
+        return when, uuid.UUID(memory_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ApiError(
+            422, "validation_error", "cursor: not a next_cursor returned by this endpoint"
+        ) from exc
+
+
+async def list_memories(
+    conn: asyncpg.Connection,
+    principal: Principal,
+    *,
+    kind: str,
+    scope: str | None,
+    limit: int,
+    cursor: str | None,
+) -> dict[str, Any]:
+    """A page of the tenant's memories of one kind, newest first; listing is not a retrieval."""
+    after = _decode_cursor(cursor) if cursor else None
+    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+        rows = await repo.list_memories(
+            conn, tenant_id=principal.tenant_id, kind=kind, scope=scope, after=after, limit=limit + 1
+        )
+    now = datetime.now(UTC)
+    page = rows[:limit]
+    return {
+        "items": [memory_to_dict(row, now) for row in page],
+        "next_cursor": _encode_cursor(page[-1]) if len(rows) > limit else None,
+    }
 
 
 async def confirm(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:

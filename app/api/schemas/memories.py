@@ -240,3 +240,15 @@ class BatchOut(BaseModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"items": [FACT_EXAMPLE]}]})
     items: list[MemoryOut] = Field(..., description="One stored memory per request item, same order.")
+
+
+class MemoryPage(BaseModel):
+    """One page of a tenant's memories of one kind, newest first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"items": [FACT_EXAMPLE], "next_cursor": "MjAyNi0xMS0yMFQw..."}]}
+    )
+    items: list[MemoryOut] = Field(..., description="Newest first; ties by id.")
+    next_cursor: str | None = Field(
+        ..., description="Pass as `cursor` for the next page; null on the last page."
+    )
