@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from app.api import code, documents, health, memories, scopes, search
 from app.api.mcp import mount_mcp
 from app.api.openapi import install_openapi
+from app.api.pages import install_pages
 from app.body_limit import BodyLimitMiddleware
 from app.config import Settings, get_settings
 from app.db import create_pool, resolve_dsn
@@ -78,6 +79,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # /docs and /redoc come from install_pages, with their assets served locally.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
 
@@ -97,4 +101,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(code.router)
     mcp_sessions = mount_mcp(app, settings)
     install_openapi(app)
+    install_pages(app)
     return app

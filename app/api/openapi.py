@@ -13,10 +13,17 @@ from app.api.schemas.errors import ErrorOut
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorOut"}
 # FastAPI documents its own 422 body ({"detail": [...]}); app.errors never sends that shape.
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+# The scheme behind the docs page's "Authorize" button: the key is sent as a bearer token.
+API_KEY_SCHEME = "apiKey"
+_API_KEY_SECURITY_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "A recalld API key (`rk_…`), sent as `Authorization: Bearer <key>`.",
+}
 
 
 def install_openapi(app: FastAPI) -> None:
-    """Make app.openapi() document `{"error": {...}}` on every 4xx, and 401 on every keyed route."""
+    """Make app.openapi() document `{"error": {...}}` on every 4xx, and the key and 401 on keyed routes."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -31,8 +38,10 @@ def install_openapi(app: FastAPI) -> None:
 
 
 def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with ErrorOut as the body of every 4xx response."""
-    schemas: dict[str, Any] = doc.setdefault("components", {}).setdefault("schemas", {})
+    """The document with ErrorOut as the body of every 4xx response, and the key on keyed routes."""
+    components: dict[str, Any] = doc.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[API_KEY_SCHEME] = _API_KEY_SECURITY_SCHEME
+    schemas: dict[str, Any] = components.setdefault("schemas", {})
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
     error_schema = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
@@ -43,6 +52,7 @@ def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
         for operation in operations.values():
             responses: dict[str, Any] = operation.setdefault("responses", {})
             if keyed:
+                operation["security"] = [{API_KEY_SCHEME: []}]
                 responses.setdefault("401", {"description": "Missing, unknown or revoked API key."})
             if responses.get("422", {}).get("description") == "Validation Error":
                 responses["422"]["description"] = "Invalid request; `error.details` lists each problem."
