@@ -42,12 +42,27 @@ install() {
     fi
 }
 
+# The browser tests (tests/test_browser.py) drive the system's chromium: Playwright's own browser
+# download cannot work on a closed network. Installed here when this user may, else one clear line.
+ensure_chromium() {
+    [[ -n "${RECALLD_CHROMIUM:-}" ]] && return 0
+    command -v chromium >/dev/null 2>&1 && return 0
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing chromium for the browser tests (apt-get)..." >&2
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2
+        command -v chromium >/dev/null 2>&1 && return 0
+    fi
+    echo "recalld: the browser tests need chromium: run 'sudo apt-get install chromium' (Debian/Ubuntu) or set RECALLD_CHROMIUM=/path/to/chromium" >&2
+    return 1
+}
+
 export HF_HUB_OFFLINE=1
 cmd="${1:-serve}"
 case "$cmd" in
     test)
         shift || true
         install dev
+        ensure_chromium
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
         .venv/bin/mypy

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +103,34 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
         if line and not line.startswith(("#", "set ", "cd "))
     ]
     assert commands == [f"exec {match.group(1)}"]
+
+
+def test_wheel_carries_the_console_and_docs_pages(tmp_path: Path) -> None:
+    # Built from a copy, so the build leaves nothing in the work tree.
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "app", source / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("recalld-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    console = {f"app/console/{p.name}" for p in (ROOT / "app" / "console").iterdir()}
+    assert "app/console/index.html" in console
+    assert console | {"app/api/pages.py"} <= names
