@@ -128,11 +128,17 @@ async def test_store_search_get_and_tenant_isolation(connect: McpConnect, make_t
         assert got.structured_content is not None
         assert got.structured_content["content"] == "The user's passport expires in March 2027"
         assert got.structured_content["reference_count"] == 3  # search, recall and get each count
+        listed = await reader.call_tool("memory_list", {"type": "fact"})
+        assert listed.structured_content is not None
+        assert [m["id"] for m in listed.structured_content["items"]] == [fact["id"]]
+        assert listed.structured_content["next_cursor"] is None
     async with connect(other, "admin") as stranger:
         hidden = await stranger.call_tool("memory_get", {"id": fact["id"]})
         assert _error(hidden) == {"code": "not_found", "message": "memory not found", "details": None}
         nothing = await stranger.call_tool("memory_search", {"query": "passport"})
         assert nothing.structured_content is not None and nothing.structured_content["results"] == []
+        none_listed = await stranger.call_tool("memory_list", {"type": "fact"})
+        assert none_listed.structured_content == {"items": [], "next_cursor": None}
         assert _error(await stranger.call_tool("memory_forget", {"id": fact["id"]}))["code"] == "not_found"
     async with connect(tenant, "reader") as reader:
         still = await reader.call_tool("memory_get", {"id": fact["id"]})

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
 from app.api.schemas.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
-from app.api.schemas.common import ScopeName, StrictModel
+from app.api.schemas.common import MemoryType, ScopeName, StrictModel
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
-from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, RuleIn
+from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
 from app.ingest.paths import MAX_PATH_CHARS
@@ -34,6 +34,17 @@ class MemoryIdIn(StrictModel):
     """Arguments naming one memory."""
 
     id: UUID = Field(..., description="Id of the memory (from a write or a search).")
+
+
+class MemoryListIn(StrictModel):
+    """memory_list arguments: one kind, optionally one scope, a page at a time."""
+
+    type: MemoryType = Field(..., description="Kind to list: fact, rule, episode, document or code.")
+    scope: ScopeName | None = Field(None, description="Only memories stored with exactly this scope.")
+    limit: int = Field(20, ge=1, le=100, description="Most memories on this page, 1–100 (default 20).")
+    cursor: str | None = Field(
+        None, max_length=200, description="`next_cursor` of the previous page; omit for the first page."
+    )
 
 
 class DocumentPathIn(StrictModel):
@@ -141,6 +152,12 @@ async def _recall(state: ServiceState, conn: asyncpg.Connection, who: Principal,
 
 async def _get(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
     return await memory_service.get_memory(conn, who, args.id)
+
+
+async def _list(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryListIn) -> Any:
+    return await memory_service.list_memories(
+        conn, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor
+    )
 
 
 async def _store(
@@ -258,6 +275,14 @@ TOOLS: dict[str, Tool] = {
             RecallOut,
         ),
         Tool("memory_get", "One memory by id.", MemoryIdIn, "reader", _get, MemoryOut),
+        Tool(
+            "memory_list",
+            "Stored memories of one kind (and scope), newest first, a page at a time.",
+            MemoryListIn,
+            "reader",
+            _list,
+            MemoryPage,
+        ),
         Tool("memory_store_fact", "Store a fact.", FactIn, "writer", _store, MemoryOut),
         Tool("memory_store_rule", "Store a rule or preference.", RuleIn, "writer", _store, MemoryOut),
         Tool(
