@@ -34,6 +34,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(tempfile.gettempdir()) / "recalld-browser"
+# On a shared two-core machine ReDoc can take longer than expect()'s default 5 s to render the spec.
+expect.set_options(timeout=30_000)
 PEANUTS = "The user is allergic to peanuts and always carries an epinephrine pen"
 AISLE = "Always book an aisle seat on flights longer than three hours"
 
