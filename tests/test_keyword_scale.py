@@ -9,6 +9,7 @@ import asyncpg
 import httpx
 import pytest
 
+from app.services import tenants as tenant_service
 from app.state import ServiceState
 from tests.conftest import TenantFactory, TenantKeys
 
@@ -173,3 +174,15 @@ async def test_exact_flag_gives_exact_bm25_whatever_the_settings(
     exact = await _keyword(client, tenant, "beaver", limit=2)
     assert flagged == exact
     assert [i for i, _ in pruned] != [i for i, _ in exact]
+
+
+async def test_deleting_a_tenant_removes_its_memories_postings_and_statistics(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+) -> None:
+    tenant = await make_tenant()
+    await _batch(client, tenant, [f"The lighthouse log {i} mentions fog" for i in range(20)])
+    await tenant_service.delete_tenant(admin_conn, tenant.id)
+    tenant_id = uuid.UUID(tenant.id)
+    for table in ("memory", "keyword_posting", "keyword_lexeme_stat", "keyword_corpus_stat"):
+        assert await admin_conn.fetchval(f"SELECT count(*) FROM {table} WHERE tenant_id = $1", tenant_id) == 0
+    assert await admin_conn.fetchval("SELECT count(*) FROM tenant WHERE id = $1", tenant_id) == 0
