@@ -56,15 +56,22 @@ async def _search(client: httpx.AsyncClient, tenant: TenantKeys, query: str, **b
     return result
 
 
+def _hit(result: dict[str, Any], memory_id: str) -> dict[str, Any]:
+    hits: list[dict[str, Any]] = [r for r in result["results"] if r["id"] == memory_id]
+    assert len(hits) == 1, [r["content"] for r in result["results"]]
+    return hits[0]
+
+
 async def test_episode_hit_carries_its_neighbouring_turns_outside_the_limit(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:
     tenant = await make_tenant()
     ids = await _store_session(client, tenant, "s1", TURNS)
-    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=1, context_window=2)
-    assert len(result["results"]) == 1
-    hit = result["results"][0]
-    assert hit["id"] == ids[3]
+    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=2, context_window=2)
+    assert len(result["results"]) == 2
+    # Turn 4 is indexed with turn 3 before it, so it matches too (see test_episode_indexed_with_...).
+    assert {r["id"] for r in result["results"]} == {ids[3], ids[4]}
+    hit = _hit(result, ids[3])
     assert [(t["id"], t["offset"]) for t in hit["context"]] == [
         (ids[1], -2),
         (ids[2], -1),
@@ -78,12 +85,11 @@ async def test_episode_hit_carries_its_neighbouring_turns_outside_the_limit(
     got = await client.get(f"/v1/memories/{ids[2]}", headers=tenant.headers("reader"))
     assert got.json()["reference_count"] == 1
 
-    edge = await _search(client, tenant, "weekend", limit=1, context_window=3)
-    assert edge["results"][0]["id"] == ids[0]
-    assert [t["offset"] for t in edge["results"][0]["context"]] == [1, 2, 3]
+    edge = await _search(client, tenant, "weekend", limit=2, context_window=3)
+    assert [t["offset"] for t in _hit(edge, ids[0])["context"]] == [1, 2, 3]
 
-    default = await _search(client, tenant, "paddleboarding Porthcurno", limit=1)
-    assert "context" not in default["results"][0]
+    default = await _search(client, tenant, "paddleboarding Porthcurno", limit=2)
+    assert all("context" not in r for r in default["results"])
 
 
 async def test_context_stays_in_the_session_the_agent_and_the_tenant(
@@ -97,9 +103,8 @@ async def test_context_stays_in_the_session_the_agent_and_the_tenant(
     await _store_session(
         client, other, "s1", ("Other tenant: secret turn one", "Other tenant: secret turn two")
     )
-    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=1, context_window=2)
-    hit = result["results"][0]
-    assert hit["id"] == ids[3]
+    result = await _search(client, tenant, "paddleboarding Porthcurno", limit=2, context_window=2)
+    hit = _hit(result, ids[3])
     # Turn 2 has expired: the window reaches past it to turn 1 and turn 0.
     assert [t["id"] for t in hit["context"]] == [ids[0], ids[1], ids[4], ids[5]]
     assert all("secret" not in t["content"] and "Another agent" not in t["content"] for t in hit["context"])
@@ -139,5 +144,57 @@ async def test_turns_stored_at_the_same_time_are_ordered_by_id(
     response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
     ids = sorted(item["id"] for item in response.json()["items"])
     by_id = {item["id"]: item["content"] for item in response.json()["items"]}
-    middle = await _search(client, tenant, by_id[ids[1]].split()[0], limit=1, context_window=1)
-    assert [t["id"] for t in middle["results"][0]["context"]] == [ids[0], ids[2]]
+    middle = await _search(client, tenant, by_id[ids[1]].split()[0], limit=3, context_window=1)
+    assert [t["id"] for t in _hit(middle, ids[1])["context"]] == [ids[0], ids[2]]
+
+
+async def _keyword_hits(client: httpx.AsyncClient, tenant: TenantKeys, query: str) -> list[str]:
+    result = await _search(client, tenant, query, mode="keyword", min_score=0, limit=20)
+    return [r["content"] for r in result["results"]]
+
+
+async def test_episode_is_indexed_with_the_turn_before_it_and_reindexed_when_that_changes(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant, other = await make_tenant(), await make_tenant()
+    # Another tenant's turn in a session of the same name, just before ours, must never leak in.
+    await _store_session(client, other, "s", ("The zeppelin museum opens in May",))
+    question, answer = "Did you ever make it to the Douro valley wineries?", "Yes, twice!"
+    await _store_session(client, tenant, "s", (question,))
+    answer_id = (await _store_at(client, tenant, "s", answer, minutes=2))["id"]
+    # The answer's own words never say where: the question before it does.
+    assert set(await _keyword_hits(client, tenant, "Douro wineries")) == {question, answer}
+    assert await _keyword_hits(client, tenant, "zeppelin museum") == []
+
+    # A turn written between them later: the answer is re-indexed with it instead.
+    middle = await _store_at(client, tenant, "s", "We booked a kayak tour on the Minho", minutes=1)
+    assert set(await _keyword_hits(client, tenant, "kayak Minho")) == {middle["content"], answer}
+    # ...and the new turn itself is indexed with the question, now right before it.
+    assert set(await _keyword_hits(client, tenant, "Douro wineries")) == {question, middle["content"]}
+
+    # Forgetting it puts the question back in front of the answer.
+    response = await client.delete(f"/v1/memories/{middle['id']}", headers=tenant.headers())
+    assert response.status_code == 204
+    assert await _keyword_hits(client, tenant, "kayak Minho") == []
+    assert set(await _keyword_hits(client, tenant, "Douro wineries")) == {question, answer}
+    # Content is never changed by the representation.
+    got = await client.get(f"/v1/memories/{answer_id}", headers=tenant.headers("reader"))
+    assert got.json()["content"] == answer
+
+
+async def _store_at(
+    client: httpx.AsyncClient, tenant: TenantKeys, session: str, text: str, *, minutes: int
+) -> dict[str, Any]:
+    response = await client.post(
+        "/v1/episodes",
+        json={
+            "content": text,
+            "butler": "chat",
+            "session_id": session,
+            "created_at": (START + timedelta(minutes=minutes)).isoformat(),
+        },
+        headers=tenant.headers(),
+    )
+    assert response.status_code == 201, response.text
+    stored: dict[str, Any] = response.json()
+    return stored

@@ -176,7 +176,7 @@ async def _confirm(state: ServiceState, conn: asyncpg.Connection, who: Principal
 
 
 async def _forget(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
-    await memory_service.forget(conn, who, args.id)
+    await memory_service.forget(conn, state.embedder, who, args.id)
     return {"id": args.id, "forgotten": True}
 
 

@@ -179,7 +179,7 @@ async def confirm_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) 
     summary="Forget a memory",
     responses=_WRITE_BY_ID,
 )
-async def forget_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) -> Response:
+async def forget_memory(memory_id: MemoryId, state: StateDep, conn: ConnDep, principal: Writer) -> Response:
     """Delete a memory for good."""
-    await service.forget(conn, principal, memory_id)
+    await service.forget(conn, state.embedder, principal, memory_id)
     return Response(status_code=204)

@@ -1,4 +1,4 @@
-"""SQL for conversation context: the turns around an episode in its session."""
+"""SQL for conversations: the turns around an episode in its session, and their re-indexing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+
+from app.embeddings.base import Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +75,91 @@ async def neighbour_turns(
         NeighbourTurn(r["hit_id"], r["id"], r["content"], r["metadata"], r["created_at"], r["turn_offset"])
         for r in rows
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnKey:
+    """Where a turn sits: its conversation (agent and session) and its place in session order."""
+
+    butler: str
+    session_id: str
+    created_at: datetime
+    id: uuid.UUID
+
+
+async def turns_before(
+    conn: asyncpg.Connection, *, tenant_id: str, keys: Sequence[TurnKey], count: int
+) -> dict[uuid.UUID, list[tuple[TurnKey, str]]]:
+    """Up to `count` stored turns before each key in its session, newest first, with their content."""
+    if not keys or count <= 0:
+        return {}
+    rows = await conn.fetch(
+        """
+        SELECT k.id AS key_id, t.id, t.created_at, t.content
+        FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::uuid[]) AS k(butler, session_id, created_at, id)
+        CROSS JOIN LATERAL (
+            SELECT m.id, m.created_at, m.content FROM memory m
+            WHERE m.tenant_id = $1 AND m.kind = 'episode' AND m.session_id = k.session_id
+              AND m.butler = k.butler AND (m.created_at, m.id) < (k.created_at, k.id)
+            ORDER BY m.created_at DESC, m.id DESC
+            LIMIT $6
+        ) t
+        ORDER BY k.id, t.created_at DESC, t.id DESC
+        """,
+        uuid.UUID(tenant_id),
+        [k.butler for k in keys],
+        [k.session_id for k in keys],
+        [k.created_at for k in keys],
+        [k.id for k in keys],
+        count,
+    )
+    by_id = {k.id: k for k in keys}
+    out: dict[uuid.UUID, list[tuple[TurnKey, str]]] = {k.id: [] for k in keys}
+    for r in rows:
+        key = by_id[r["key_id"]]
+        out[key.id].append((TurnKey(key.butler, key.session_id, r["created_at"], r["id"]), r["content"]))
+    return out
+
+
+async def turns_after(
+    conn: asyncpg.Connection, *, tenant_id: str, keys: Sequence[TurnKey], count: int
+) -> list[tuple[TurnKey, str, list[str]]]:
+    """Up to `count` stored turns after each key in its session (deduplicated): key, content, tags."""
+    if not keys or count <= 0:
+        return []
+    rows = await conn.fetch(
+        """
+        SELECT DISTINCT k.butler, k.session_id, t.id, t.created_at, t.content, t.tags
+        FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::uuid[]) AS k(butler, session_id, created_at, id)
+        CROSS JOIN LATERAL (
+            SELECT m.id, m.created_at, m.content, m.tags FROM memory m
+            WHERE m.tenant_id = $1 AND m.kind = 'episode' AND m.session_id = k.session_id
+              AND m.butler = k.butler AND (m.created_at, m.id) > (k.created_at, k.id)
+            ORDER BY m.created_at, m.id
+            LIMIT $6
+        ) t
+        ORDER BY t.id
+        """,
+        uuid.UUID(tenant_id),
+        [k.butler for k in keys],
+        [k.session_id for k in keys],
+        [k.created_at for k in keys],
+        [k.id for k in keys],
+        count,
+    )
+    return [
+        (TurnKey(r["butler"], r["session_id"], r["created_at"], r["id"]), r["content"], list(r["tags"]))
+        for r in rows
+    ]
+
+
+async def update_representations(
+    conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[tuple[uuid.UUID, str, Vector | None]]
+) -> None:
+    """Replace the indexed text (and embedding, when given) of episodes whose neighbours changed."""
+    if rows:
+        await conn.executemany(
+            "UPDATE memory SET search_text = $3, embedding = coalesce($4, embedding) "
+            "WHERE tenant_id = $1 AND id = $2",
+            [(uuid.UUID(tenant_id), memory_id, text, vector) for memory_id, text, vector in rows],
+        )

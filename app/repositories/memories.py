@@ -257,12 +257,28 @@ async def kind_of(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) ->
     return kind
 
 
-async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> bool:
-    """Forget one memory; False when it does not exist in the tenant."""
-    result: str = await conn.execute(
-        "DELETE FROM memory WHERE tenant_id = $1 AND id = $2", uuid.UUID(tenant_id), id
+@dataclass(frozen=True, slots=True)
+class DeletedMemory:
+    """What a deletion leaves to tidy up: an episode's place in its conversation."""
+
+    kind: str
+    butler: str | None
+    session_id: str | None
+    created_at: datetime
+
+
+async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> DeletedMemory | None:
+    """Forget one memory; None when it does not exist in the tenant."""
+    row = await conn.fetchrow(
+        "DELETE FROM memory WHERE tenant_id = $1 AND id = $2 RETURNING kind, butler, session_id, created_at",
+        uuid.UUID(tenant_id),
+        id,
     )
-    return result.endswith(" 1")
+    return (
+        None
+        if row is None
+        else DeletedMemory(row["kind"], row["butler"], row["session_id"], row["created_at"])
+    )
 
 
 async def delete_memories(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]) -> None:

@@ -1,14 +1,26 @@
-"""Conversation context: the neighbouring turns of episode hits, outside the result count."""
+"""Conversations: episode hits' neighbouring turns, and episodes indexed with the turn before them."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from app.repositories.conversation import neighbour_turns
+from app.db import tenant_transaction
+from app.embeddings.base import Embedder, Vector
+from app.repositories.conversation import (
+    TurnKey,
+    neighbour_turns,
+    turns_after,
+    turns_before,
+    update_representations,
+)
+from app.repositories.memories import NewMemory
+from app.retrieval.conversation import PREVIOUS_TURNS, episode_representation
+from app.retrieval.query import search_text_for
 
 
 async def context_by_hit(
@@ -28,3 +40,83 @@ async def context_by_hit(
             }
         )
     return out
+
+
+def _key(row: NewMemory) -> TurnKey | None:
+    if row.kind != "episode" or row.session_id is None or row.butler is None:
+        return None
+    return TurnKey(row.butler, row.session_id, row.created_at, row.id)
+
+
+def _order(key: TurnKey) -> tuple[datetime, int]:
+    # Session order, as PostgreSQL sorts (created_at, id): uuid compares as its 128-bit number.
+    return (key.created_at, key.id.int)
+
+
+async def representations(
+    conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]
+) -> dict[uuid.UUID, str]:
+    """The text to index for each new episode of a session: its previous turn(s), stored or in this batch, then itself."""
+    keys = [k for k in map(_key, rows) if k is not None]
+    if not keys or PREVIOUS_TURNS == 0:
+        return {}
+    async with tenant_transaction(conn, [tenant_id], readonly=True):
+        stored = await turns_before(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
+    content = {r.id: r.content for r in rows}
+    sessions: dict[tuple[str, str], list[TurnKey]] = {}
+    for key in keys:
+        sessions.setdefault((key.butler, key.session_id), []).append(key)
+    out: dict[uuid.UUID, str] = {}
+    for batch in sessions.values():
+        batch.sort(key=_order)
+        for position, key in enumerate(batch):
+            earlier = [(k, content[k.id]) for k in batch[max(0, position - PREVIOUS_TURNS) : position]]
+            candidates = sorted([*stored[key.id], *earlier], key=lambda pair: _order(pair[0]))
+            out[key.id] = episode_representation([text for _, text in candidates], content[key.id])
+    return out
+
+
+async def reindex_followers(
+    conn: asyncpg.Connection,
+    embedder: Embedder | None,
+    *,
+    tenant_id: str,
+    keys: Sequence[TurnKey],
+    written: Collection[uuid.UUID] = (),
+) -> int:
+    """Re-index the stored turns that now follow a written or deleted turn; returns how many."""
+    if not keys or PREVIOUS_TURNS == 0:
+        return 0
+    async with tenant_transaction(conn, [tenant_id], readonly=True):
+        followers = [
+            f
+            for f in await turns_after(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
+            if f[0].id not in written
+        ]
+        before = await turns_before(
+            conn, tenant_id=tenant_id, keys=[key for key, _, _ in followers], count=PREVIOUS_TURNS
+        )
+    if not followers:
+        return 0
+    texts = [
+        episode_representation([text for _, text in reversed(before[key.id])], content)
+        for key, content, _ in followers
+    ]
+    vectors: Sequence[Vector | None] = (
+        await embedder.embed_documents(texts) if embedder is not None else [None] * len(texts)
+    )
+    async with tenant_transaction(conn, [tenant_id]):
+        await update_representations(
+            conn,
+            tenant_id=tenant_id,
+            rows=[
+                (key.id, search_text_for(text, tags), vector)
+                for (key, _, tags), text, vector in zip(followers, texts, vectors, strict=True)
+            ],
+        )
+    return len(followers)
+
+
+def turn_keys(rows: Sequence[NewMemory]) -> list[TurnKey]:
+    """The conversation keys of the episodes among rows."""
+    return [k for k in map(_key, rows) if k is not None]

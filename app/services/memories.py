@@ -16,8 +16,10 @@ from app.db import tenant_transaction
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
 from app.repositories import memories as repo
+from app.repositories.conversation import TurnKey
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
+from app.services import conversation
 from app.services.requests import MemoryDraft
 
 EPISODE_TTL = timedelta(days=7)
@@ -134,8 +136,13 @@ async def write_memories(
         None if (i.idempotency_key and i.idempotency_key in existing) else _new_row(i, now) for i in items
     ]
     rows = [r for r in plan if r is not None]
+    # Episodes of a session are indexed with the turn before them (app.retrieval.conversation).
+    indexed = await conversation.representations(conn, tenant_id=tenant_id, rows=rows)
+    for row in rows:
+        if row.id in indexed:
+            row.search_text = search_text_for(indexed[row.id], row.tags)
     if embedder is not None and rows:
-        vectors = await embedder.embed_documents([r.content for r in rows])
+        vectors = await embedder.embed_documents([indexed.get(r.id, r.content) for r in rows])
         for row, vector in zip(rows, vectors, strict=True):
             row.embedding = vector
     superseded = [r.supersedes for r in rows if r.supersedes is not None]
@@ -157,6 +164,11 @@ async def write_memories(
         racing = [r.idempotency_key for r in rows if r.id not in stored and r.idempotency_key]
         if racing:
             existing.update(await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing))
+    # A turn written into the middle of a session changes what the turn after it is indexed with.
+    turns = conversation.turn_keys(rows)
+    await conversation.reindex_followers(
+        conn, embedder, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
+    )
     out: list[dict[str, Any]] = []
     for item, planned in zip(items, plan, strict=True):
         record = stored.get(planned.id) if planned is not None else None
@@ -233,8 +245,14 @@ async def confirm(conn: asyncpg.Connection, principal: Principal, memory_id: uui
     return memory_to_dict(row)
 
 
-async def forget(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> None:
-    """Delete a memory for good."""
+async def forget(
+    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, memory_id: uuid.UUID
+) -> None:
+    """Delete a memory for good (the turn after a forgotten episode is re-indexed without it)."""
     async with tenant_transaction(conn, [principal.tenant_id]):
-        if not await repo.delete_memory(conn, tenant_id=principal.tenant_id, id=memory_id):
-            raise not_found()
+        deleted = await repo.delete_memory(conn, tenant_id=principal.tenant_id, id=memory_id)
+    if deleted is None:
+        raise not_found()
+    if deleted.kind == "episode" and deleted.session_id is not None and deleted.butler is not None:
+        key = TurnKey(deleted.butler, deleted.session_id, deleted.created_at, memory_id)
+        await conversation.reindex_followers(conn, embedder, tenant_id=principal.tenant_id, keys=[key])
