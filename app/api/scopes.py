@@ -48,6 +48,13 @@ async def put_settings(
 ) -> ScopeSettings:
     """Replace the settings of one scope: JSON, or a butler.toml text with Content-Type application/toml."""
     raw = await request.body()
+    if not raw.strip():
+        # PUT replaces: an empty body used to store empty settings, wiping the scope's.
+        raise ApiError(
+            422,
+            "validation_error",
+            "send the scope's settings as a JSON object ({} clears them) or as butler.toml text",
+        )
     content_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if content_type in _TOML_TYPES:
         name, settings = parse_butler_toml(raw.decode("utf-8", errors="replace"))
@@ -55,7 +62,7 @@ async def put_settings(
             raise ApiError(422, "validation_error", f"butler.toml names butler {name!r}, not scope {scope!r}")
     else:
         try:
-            settings = ScopeSettings.model_validate_json(raw or b"{}")
+            settings = ScopeSettings.model_validate_json(raw)
         except ValidationError as exc:
             raise ApiError(
                 422, "validation_error", "invalid scope settings", model_error_details(exc)

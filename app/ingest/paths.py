@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import PurePosixPath
 
 from app.errors import ApiError
@@ -25,7 +26,10 @@ LANGUAGE_BY_SUFFIX = {
 CODE_SUFFIXES = tuple(LANGUAGE_BY_SUFFIX)
 MAX_PATH_CHARS = 512
 MAX_CODE_FILE_CHARS = 1024 * 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Unicode categories a path may not contain: controls, format characters (bidi overrides such
+# as U+202E, which make `evil\u202egpj.md` display as `evildm.jpg`, and zero-width characters),
+# lone surrogates (not storable) and line/paragraph separators.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _TERM_SEPARATORS = re.compile(r"[/._-]+")
 
 
@@ -44,8 +48,15 @@ def validate_relative_path(path: str) -> str:
     shown = repr(path[:80])
     if not path or len(path) > MAX_PATH_CHARS:
         raise ApiError(422, "validation_error", f"path must be 1–{MAX_PATH_CHARS} characters")
-    if _CONTROL.search(path) or "\\" in path:
-        raise ApiError(422, "validation_error", f"invalid path {shown}: no control characters or backslashes")
+    forbidden = next((c for c in path if unicodedata.category(c) in _FORBIDDEN_CATEGORIES), None)
+    if forbidden is not None:
+        raise ApiError(
+            422,
+            "validation_error",
+            f"invalid path: no control, format or invisible characters (found U+{ord(forbidden):04X})",
+        )
+    if "\\" in path:
+        raise ApiError(422, "validation_error", f"invalid path {shown}: no backslashes")
     if path.startswith(("/", "~")):
         raise ApiError(422, "validation_error", f"invalid path {shown}: must be relative")
     if any(part in ("", ".", "..") for part in path.split("/")):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.db import tenant_transaction
 from app.errors import ApiError, model_error_details
+from app.input_rules import InputRuleError, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
 from app.rerank.base import MAX_RERANK_TOP_N
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS, RecallWeights
@@ -107,16 +108,23 @@ class ScopeSettings(BaseModel):
 def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
     """Read `[butler] name` and `[butler.memory.retrieval]` from a butler.toml text."""
     try:
+        check_toml_text(text)  # tomllib recurses per nesting level: bounded before it runs
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except (InputRuleError, tomllib.TOMLDecodeError) as exc:
         raise ApiError(422, "validation_error", f"invalid TOML: {exc}") from exc
     butler = doc.get("butler")
     if not isinstance(butler, dict):
         raise ApiError(422, "validation_error", "butler.toml needs a [butler] table")
     name = butler.get("name")
-    retrieval = (
-        butler.get("memory", {}).get("retrieval", {}) if isinstance(butler.get("memory"), dict) else {}
-    )
+    memory = butler.get("memory")
+    retrieval = memory.get("retrieval") if isinstance(memory, dict) else None
+    if not isinstance(retrieval, dict):
+        # Importing it would silently reset every setting of the scope to the defaults.
+        raise ApiError(
+            422,
+            "validation_error",
+            "butler.toml has no [butler.memory.retrieval] table; to clear a scope's settings PUT {} as JSON",
+        )
     try:
         return (str(name) if name is not None else None), ScopeSettings.model_validate(retrieval)
     except ValidationError as exc:

@@ -6,13 +6,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from app.input_rules import MAX_BODY_DEPTH, InputRuleError, check_json_value, check_metadata
 from app.services.scopes import MAX_SCOPE_CHARS, SCOPE_PATTERN
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_CHARS = 4000
 MIN_YEAR, MAX_YEAR = 1900, 9998
 CLOCK_SKEW = timedelta(minutes=5)
+MAX_TENANTS = 1000
 MemoryType = Literal["fact", "rule", "episode", "document", "code"]
 
 
@@ -44,21 +47,22 @@ Timestamp = Annotated[datetime, AfterValidator(_storable_time)]
 PastTimestamp = Annotated[datetime, AfterValidator(_storable_time), AfterValidator(_not_in_future)]
 
 
-def _nul_path(value: Any, where: str) -> str | None:
-    """Where a NUL character sits in JSON data, or None."""
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = _nul_path(key, where) or _nul_path(item, f"{where}.{key}" if where else str(key))
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_path(item, f"{where}.{index}" if where else str(index))
-            if found is not None:
-                return found
-    return None
+def _in_future(value: datetime) -> datetime:
+    # An episode that expires before it is stored would be accepted with 201 and then be a 404.
+    if value <= datetime.now(UTC):
+        raise ValueError("must be in the future (an expired episode would never be returned)")
+    return value
+
+
+def _metadata_rules(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return check_metadata(value)
+    except InputRuleError as exc:
+        raise PydanticCustomError("metadata_invalid", str(exc)) from exc
+
+
+FutureTimestamp = Annotated[datetime, AfterValidator(_storable_time), AfterValidator(_in_future)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata_rules)]
 
 
 Content = Annotated[
@@ -76,6 +80,7 @@ ScopeName = Annotated[
     ),
 ]
 Tag = Annotated[str, Field(min_length=1, max_length=64, description="A label (1–64 characters).")]
+TenantName = Annotated[str, Field(min_length=1, max_length=200, description="A tenant's name.")]
 
 
 class StrictModel(BaseModel):
@@ -85,11 +90,11 @@ class StrictModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul_characters(cls, data: Any) -> Any:
-        # PostgreSQL text and jsonb cannot hold U+0000; without this check it is a 500.
-        where = _nul_path(data, "")
-        if where is not None:
-            raise ValueError(
-                f"{where or 'the body'} contains a NUL character (\\u0000), which cannot be stored"
-            )
+    def _storable_json(cls, data: Any) -> Any:
+        # Before any field is looked at: NUL, lone surrogates and NaN cannot be stored (or sent
+        # back), and deep nesting must be refused without recursing into it.
+        try:
+            check_json_value(data, max_depth=MAX_BODY_DEPTH)
+        except InputRuleError as exc:
+            raise PydanticCustomError("json_invalid_value", str(exc)) from exc
         return data

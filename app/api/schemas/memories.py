@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.common import (
     Content,
+    FutureTimestamp,
     MemoryType,
+    Metadata,
     PastTimestamp,
     ScopeName,
     StrictModel,
     Tag,
-    Timestamp,
 )
 from app.services import requests
 
@@ -27,7 +28,10 @@ class MemoryCommon(StrictModel):
     importance: float = Field(5.0, ge=0, le=10, description="How much this matters, 0–10.")
     scope: ScopeName = "global"
     tags: list[Tag] = Field(default_factory=list, max_length=64, description="Free-form labels.")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Any JSON object, returned as stored.")
+    metadata: Metadata = Field(
+        default_factory=dict,
+        description="Any JSON object, returned as stored (≤ 16 KiB as JSON, ≤ 256 keys, ≤ 32 levels).",
+    )
     idempotency_key: str | None = Field(
         None,
         min_length=1,
@@ -128,8 +132,8 @@ class EpisodeIn(MemoryCommon):
     session_id: str | None = Field(
         None, max_length=200, description="The conversation or run the episode belongs to."
     )
-    expires_at: Timestamp | None = Field(
-        None, description="Defaults to now + 7 days; expired episodes vanish."
+    expires_at: FutureTimestamp | None = Field(
+        None, description="Defaults to now + 7 days; must be in the future; expired episodes vanish."
     )
 
     def to_draft(self) -> requests.MemoryDraft:

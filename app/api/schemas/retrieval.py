@@ -11,10 +11,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool
 
 from app.api.schemas.common import (
     MAX_QUERY_CHARS,
+    MAX_TENANTS,
     MemoryType,
+    Metadata,
     ScopeName,
     StrictModel,
     Tag,
+    TenantName,
     Timestamp,
 )
 from app.api.schemas.memories import FACT_EXAMPLE
@@ -31,10 +34,12 @@ from app.services import requests
 class SearchFilters(StrictModel):
     """Extra conditions every result must meet."""
 
-    tags: list[Tag] | None = Field(None, description="Results carry all of these tags.")
+    tags: list[Tag] | None = Field(
+        None, max_length=64, description="Results carry all of these tags (at most 64)."
+    )
     created_after: Timestamp | None = Field(None, description="Only memories created at or after this time.")
     created_before: Timestamp | None = Field(None, description="Only memories created before this time.")
-    metadata: dict[str, Any] | None = Field(None, description="Equality on top-level metadata keys.")
+    metadata: Metadata | None = Field(None, description="Equality on top-level metadata keys.")
 
     def to_domain(self) -> requests.SearchFilters:
         """The service's view of these filters."""
@@ -112,7 +117,9 @@ class SearchIn(StrictModel):
         None, description="Fusion weights and RRF k for this request (else scope settings, else defaults)."
     )
     half_life_days: float | None = Field(None, gt=0, description="Temporal decay half-life for dated files.")
-    tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to search.")
+    tenants: list[TenantName] | None = Field(
+        None, max_length=MAX_TENANTS, description="Operator keys only: tenant names to search."
+    )
     all_tenants: bool = Field(False, description="Operator keys only: search every tenant.")
     repository: str | None = Field(None, max_length=200, description="Code: only this repository.")
     file_filter: str | None = Field(
@@ -317,7 +324,9 @@ class RecallIn(StrictModel):
         description="Composite weights for this request (else scope settings, else "
         f"{_W.relevance}/{_W.importance}/{_W.recency}/{_W.confidence}).",
     )
-    tenants: list[str] | None = Field(None, description="Operator keys only: tenant names to recall from.")
+    tenants: list[TenantName] | None = Field(
+        None, max_length=MAX_TENANTS, description="Operator keys only: tenant names to recall from."
+    )
     all_tenants: bool = Field(False, description="Operator keys only: recall from every tenant.")
 
     def to_domain(self) -> requests.RecallRequest:
