@@ -92,6 +92,24 @@ class Settings(BaseSettings):
         description="Largest body of document/code uploads, batches and /mcp (a 4 MiB file fits escaped).",
     )
 
+    rate_limit_per_second: float = Field(
+        default=50.0,
+        ge=0,
+        description="Requests per second each API key may average (0: no limit); over it: 429 + Retry-After.",
+    )
+    rate_limit_burst: int = Field(default=100, ge=1, description="Requests a key may send at once.")
+
+    tenant_max_memories: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Most memory rows (facts, rules, episodes, chunks) a tenant may store (0: no limit).",
+    )
+    tenant_max_bytes: int = Field(
+        default=2 * 1024**3,
+        ge=0,
+        description="Most bytes of content + metadata a tenant may store (0: no limit).",
+    )
+
     server_timing: bool = Field(
         default=False,
         description="Send per-phase Server-Timing headers on search/recall (for benchmarks; off in shared use).",

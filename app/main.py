@@ -19,6 +19,7 @@ from app.db import create_pool, resolve_dsn
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
 from app.middleware import RequestMiddleware
+from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
 from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_embedder_identity, ensure_schema
@@ -64,6 +65,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 embedder=embedder,
                 schema_revision=revision,
                 reranker=reranker,
+                rate_limiter=RateLimiter(
+                    per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst
+                )
+                if settings.rate_limit_per_second > 0
+                else None,
             )
             async with mcp_sessions.run():
                 yield

@@ -8,7 +8,9 @@ import asyncpg
 
 from app.config import Settings
 from app.embeddings.base import Embedder
+from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
+from app.services.quotas import Quota
 
 
 @dataclass(slots=True)
@@ -20,5 +22,18 @@ class ServiceState:
     embedder: Embedder | None
     schema_revision: str
     reranker: Reranker | None = None
+    rate_limiter: RateLimiter | None = None
     # Short-lived caches keyed by tenant set: (monotonic time, values...).
     tenant_sizes: dict[str, tuple[float, tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def quota(self) -> Quota | None:
+        """Each tenant's storage quota from the settings; None when switched off."""
+        s = self.settings
+        if s.tenant_max_memories <= 0 and s.tenant_max_bytes <= 0:
+            return None
+        unlimited = 2**62
+        return Quota(
+            max_memories=s.tenant_max_memories if s.tenant_max_memories > 0 else unlimited,
+            max_bytes=s.tenant_max_bytes if s.tenant_max_bytes > 0 else unlimited,
+        )

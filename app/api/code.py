@@ -56,6 +56,7 @@ async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal
         principal,
         repository=body.repository,
         files=[(f.path, f.content) for f in body.files],
+        quota=state.quota,
     )
     return index_body(body.repository, stats)
 

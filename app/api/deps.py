@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 
 from app.auth import Principal, Role, parse_bearer
 from app.errors import ApiError
+from app.rate_limit import retry_after_header
 from app.services.tenants import authenticate
 from app.state import ServiceState
 
@@ -46,6 +47,16 @@ async def get_principal(
     principal = await authenticate(conn, plain)
     if principal is None:
         raise ApiError(401, "unauthorized", "invalid or revoked API key")
+    limiter = (await get_state(request)).rate_limiter
+    wait = limiter.acquire(principal.key_id) if limiter is not None else None
+    if limiter is not None and wait is not None:
+        raise ApiError(
+            429,
+            "too_many_requests",
+            f"this API key is over its rate limit ({limiter.per_second:g} requests/s, bursts of "
+            f"{limiter.burst}); retry after the Retry-After seconds",
+            headers={"Retry-After": retry_after_header(wait)},
+        )
     return principal
 
 

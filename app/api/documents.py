@@ -26,7 +26,13 @@ router = APIRouter(prefix="/v1", tags=["documents"])
 async def put_document(body: DocumentIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Chunk (~400 tokens, 80 overlap, whole lines), embed changed chunks, replace the file's chunks atomically."""
     result = await service.upload_document(
-        conn, state.embedder, principal, path=body.path, content=body.content, scope=body.scope
+        conn,
+        state.embedder,
+        principal,
+        path=body.path,
+        content=body.content,
+        scope=body.scope,
+        quota=state.quota,
     )
     return upload_body(result)
 

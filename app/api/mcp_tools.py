@@ -163,12 +163,16 @@ async def _list(state: ServiceState, conn: asyncpg.Connection, who: Principal, a
 async def _store(
     state: ServiceState, conn: asyncpg.Connection, who: Principal, args: FactIn | RuleIn | EpisodeIn
 ) -> Any:
-    return (await memory_service.write_memories(conn, state.embedder, who, [args.to_draft()]))[0]
+    return (
+        await memory_service.write_memories(conn, state.embedder, who, [args.to_draft()], quota=state.quota)
+    )[0]
 
 
 async def _store_batch(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: BatchIn) -> Any:
     drafts = [item.to_draft() for item in args.items]
-    return {"items": await memory_service.write_memories(conn, state.embedder, who, drafts)}
+    return {
+        "items": await memory_service.write_memories(conn, state.embedder, who, drafts, quota=state.quota)
+    }
 
 
 async def _confirm(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
@@ -194,7 +198,7 @@ async def _document_put(
     state: ServiceState, conn: asyncpg.Connection, who: Principal, args: DocumentIn
 ) -> Any:
     result = await document_service.upload_document(
-        conn, state.embedder, who, path=args.path, content=args.content, scope=args.scope
+        conn, state.embedder, who, path=args.path, content=args.content, scope=args.scope, quota=state.quota
     )
     return upload_body(result)
 
@@ -224,7 +228,12 @@ async def _code_index(
     state: ServiceState, conn: asyncpg.Connection, who: Principal, args: CodeFilesIn
 ) -> Any:
     stats = await code_service.ingest_files(
-        conn, state.embedder, who, repository=args.repository, files=[(f.path, f.content) for f in args.files]
+        conn,
+        state.embedder,
+        who,
+        repository=args.repository,
+        files=[(f.path, f.content) for f in args.files],
+        quota=state.quota,
     )
     return index_body(args.repository, stats)
 

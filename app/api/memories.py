@@ -50,7 +50,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store a fact; with `supersedes`, the old fact is marked superseded in the same transaction."""
-    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
+    return (
+        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+    )[0]
 
 
 @router.post(
@@ -63,7 +65,9 @@ async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Wr
 )
 async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store a rule or learned preference (confidence defaults to 0.5)."""
-    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
+    return (
+        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+    )[0]
 
 
 @router.post(
@@ -76,7 +80,9 @@ async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Wr
 )
 async def store_episode(body: EpisodeIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
     """Store an episode of a butler (expires after 7 days unless expires_at says otherwise)."""
-    return (await service.write_memories(conn, state.embedder, principal, [body.to_draft()]))[0]
+    return (
+        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+    )[0]
 
 
 @router.post(
@@ -91,7 +97,7 @@ async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: 
     """All or nothing; answers the stored memories in request order; embeds in batches."""
     return {
         "items": await service.write_memories(
-            conn, state.embedder, principal, [i.to_draft() for i in body.items]
+            conn, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
         )
     }
 

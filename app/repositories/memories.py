@@ -32,6 +32,7 @@ INSERT_COLUMNS = (
     "metadata",
     "created_at",
     "idempotency_key",
+    "idempotency_fingerprint",
     "subject",
     "predicate",
     "confidence",
@@ -75,6 +76,7 @@ class NewMemory:
     tags: Sequence[str] = ()
     metadata: dict[str, Any] | None = None
     idempotency_key: str | None = None
+    idempotency_fingerprint: bytes | None = None
     subject: str | None = None
     predicate: str | None = None
     confidence: float | None = None
@@ -116,7 +118,7 @@ async def find_by_idempotency_keys(
     if not keys:
         return {}
     rows = await conn.fetch(
-        f"SELECT idempotency_key, {MEMORY_COLUMNS} FROM memory "
+        f"SELECT idempotency_key, idempotency_fingerprint, {MEMORY_COLUMNS} FROM memory "
         "WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])",
         uuid.UUID(tenant_id),
         list(keys),
@@ -289,3 +291,19 @@ async def delete_memories(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequ
             uuid.UUID(tenant_id),
             list(ids),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """What a tenant stores: memory rows and their content + metadata bytes."""
+
+    memories: int
+    bytes: int
+
+
+async def tenant_usage(conn: asyncpg.Connection, *, tenant_id: str) -> TenantUsage:
+    """The tenant's usage row, kept by the memory triggers (zero when it never stored anything)."""
+    row = await conn.fetchrow(
+        "SELECT memories, bytes FROM tenant_usage WHERE tenant_id = $1", uuid.UUID(tenant_id)
+    )
+    return TenantUsage(int(row["memories"]), int(row["bytes"])) if row else TenantUsage(0, 0)

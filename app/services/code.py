@@ -20,6 +20,7 @@ from app.repositories import chunks as chunk_repo
 from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
+from app.services.quotas import Quota, ensure_within_quota
 
 
 @dataclass(slots=True)
@@ -56,6 +57,7 @@ async def ingest_files(
     *,
     repository: str,
     files: list[tuple[str, str]],
+    quota: Quota | None = None,
 ) -> IngestStats:
     """Index files of a repository; files whose content hash is unchanged are skipped."""
     tenant_id = principal.tenant_id
@@ -114,6 +116,8 @@ async def ingest_files(
             await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
             await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=path)
             await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+            if rows:
+                await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
             await code_repo.insert_symbols(
                 conn, tenant_id=tenant_id, repository=repository, path=path, symbols=symbols
             )

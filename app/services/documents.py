@@ -21,6 +21,7 @@ from app.repositories import chunks as chunk_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.query import search_text_for
+from app.services.quotas import Quota, ensure_within_quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ async def upload_document(
     path: str,
     content: str,
     scope: str,
+    quota: Quota | None = None,
 ) -> UploadResult:
     """Store a file; chunks whose text is unchanged keep their row and embedding."""
     path = validate_document_path(path)
@@ -103,6 +105,8 @@ async def upload_document(
         )
         await chunk_repo.move_chunks(conn, tenant_id=tenant_id, moves=moves)
         await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=fresh)
+        if fresh:
+            await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
         await doc_repo.upsert_document(
             conn, tenant_id=tenant_id, path=path, content=content, content_hash=file_hash, scope=scope
         )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import hashlib
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,6 +23,7 @@ from app.repositories.conversation import TurnKey
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
 from app.services import conversation
+from app.services.quotas import Quota, ensure_within_quota
 from app.services.requests import MemoryDraft
 
 EPISODE_TTL = timedelta(days=7)
@@ -103,6 +107,7 @@ def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
         tags=item.tags,
         metadata=item.metadata,
         idempotency_key=item.idempotency_key,
+        idempotency_fingerprint=write_fingerprint(item) if item.idempotency_key else None,
     )
     if item.kind in ("fact", "rule"):
         row.confidence = item.confidence
@@ -120,10 +125,43 @@ def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
     return row
 
 
+def write_fingerprint(item: MemoryDraft) -> bytes:
+    """Digest of everything a write asked for (kind included): what an idempotency key stands for."""
+    canonical = json.dumps(dataclasses.asdict(item), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).digest()
+
+
+def _same_write(item: MemoryDraft, stored: Mapping[str, Any]) -> bool:
+    fingerprint = stored["idempotency_fingerprint"]
+    if fingerprint is not None:
+        return bytes(fingerprint) == write_fingerprint(item)
+    # Stored before fingerprints existed: the kind and the text are what can still be compared.
+    return bool(stored["kind"] == item.kind and stored["content"] == item.content)
+
+
+def _ensure_same_writes(items: Sequence[MemoryDraft], existing: Mapping[str, Mapping[str, Any]]) -> None:
+    """409 when an idempotency key was first used for a different write."""
+    for item in items:
+        stored = existing.get(item.idempotency_key or "")
+        if stored is not None and not _same_write(item, stored):
+            raise ApiError(
+                409,
+                "idempotency_conflict",
+                f"idempotency_key {item.idempotency_key!r} was already used for a different write "
+                f"(a {stored['kind']} {stored['id']}); retry with the same body, or use a new key",
+                {"idempotency_key": item.idempotency_key, "id": str(stored["id"]), "type": stored["kind"]},
+            )
+
+
 async def write_memories(
-    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, items: Sequence[MemoryDraft]
+    conn: asyncpg.Connection,
+    embedder: Embedder | None,
+    principal: Principal,
+    items: Sequence[MemoryDraft],
+    *,
+    quota: Quota | None = None,
 ) -> list[dict[str, Any]]:
-    """Store items all-or-nothing; retried idempotency keys return the first write's memory."""
+    """Store items all-or-nothing; a retried idempotency key with the same body returns the first memory."""
     tenant_id = principal.tenant_id
     now = datetime.now(UTC)
     keys = [i.idempotency_key for i in items if i.idempotency_key]
@@ -131,6 +169,7 @@ async def write_memories(
         raise ApiError(422, "validation_error", "idempotency_key values must be unique within one request")
     async with tenant_transaction(conn, [tenant_id]):
         existing = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=keys)
+    _ensure_same_writes(items, existing)
     # Per item: a new row to insert, or None when its idempotency key was written before.
     plan = [
         None if (i.idempotency_key and i.idempotency_key in existing) else _new_row(i, now) for i in items
@@ -156,14 +195,19 @@ async def write_memories(
                 raise ApiError(
                     422, "validation_error", f"supersedes: no fact or rule {missing[0]}", {"missing": missing}
                 )
-        await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+        # Superseded rows are locked before the insert takes the tenant's usage row (trigger), the
+        # order a concurrent forget of one of them (row, then usage) also follows: no deadlock.
         if superseded:
             await repo.mark_superseded(conn, tenant_id=tenant_id, ids=superseded)
+        await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+        if rows:
+            await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
         stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in rows])
         # A concurrent retry may have won the race for an idempotency key: return its row.
         racing = [r.idempotency_key for r in rows if r.id not in stored and r.idempotency_key]
         if racing:
             existing.update(await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing))
+            _ensure_same_writes(items, existing)
     # A turn written into the middle of a session changes what the turn after it is indexed with.
     turns = conversation.turn_keys(rows)
     await conversation.reindex_followers(
