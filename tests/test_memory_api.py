@@ -339,7 +339,7 @@ async def test_reference_bump_and_tie_order(
 
 
 async def test_expired_episodes_and_superseded_facts_stay_hidden(
-    client: httpx.AsyncClient, make_tenant: TenantFactory
+    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
 ) -> None:
     tenant = await make_tenant()
     expired = await _store(
@@ -348,7 +348,11 @@ async def test_expired_episodes_and_superseded_facts_stay_hidden(
         "episodes",
         content="Parked the car on level 3",
         butler="car",
-        expires_at=(datetime.now(UTC) - timedelta(minutes=1)).isoformat(),
+        expires_at=(datetime.now(UTC) + timedelta(minutes=1)).isoformat(),
+    )
+    # An expires_at in the past is refused at the door, so the clock is moved on in the database.
+    await admin_conn.execute(
+        "UPDATE memory SET expires_at = now() - interval '1 minute' WHERE id = $1", uuid.UUID(expired["id"])
     )
     assert (await _search(client, tenant, query="parked car level", min_score=0))["results"] == []
     by_id = await client.get(f"/v1/memories/{expired['id']}", headers=tenant.headers("reader"))
