@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Sequence
 
+import asyncpg
 import httpx
 import numpy as np
 import numpy.typing as npt
@@ -74,3 +76,29 @@ async def test_query_embedding_does_not_wait_behind_bulk_document_embedding() ->
     finally:
         release_documents.set()
         embedder.close()
+
+
+async def test_substring_fallback_reads_a_bounded_window_of_recent_rows(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+) -> None:
+    """A keyword query that matches no indexed word used to ILIKE-scan every row of the tenant."""
+    tenant = await make_tenant()
+    # Setup the API cannot do quickly: 600 older facts, written straight into the table.
+    await admin_conn.execute(
+        "INSERT INTO memory (tenant_id, id, kind, content, search_text, created_at, confidence, "
+        "decay_rate, last_confirmed_at, validity) "
+        "SELECT $1, gen_random_uuid(), 'fact', c, c, now() - make_interval(mins => i), 1, 0, now(), 'active' "
+        "FROM generate_series(1, 600) AS i, "
+        "LATERAL (SELECT CASE WHEN i = 600 THEN 'oldest note zebrafinchpartial' ELSE 'filler note ' || i END) AS t(c)",
+        uuid.UUID(tenant.id),
+    )
+    body = {"query": "ebrafinchpart", "mode": "keyword", "min_score": 0}
+    old = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
+    assert old.status_code == 200
+    assert old.json()["results"] == []  # outside the newest-rows window: not scanned
+    recent = await client.post(
+        "/v1/facts", json={"content": "recent note zebrafinchpartial"}, headers=tenant.headers()
+    )
+    found = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
+    assert [r["id"] for r in found.json()["results"]] == [recent.json()["id"]]
+    assert found.json()["results"][0]["match_type"] == "fulltext"
