@@ -9,6 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.ingest.code_parser import MAX_CHUNK_CHARS, parse_code
+from app.ingest.markdown import chunk_markdown
+from app.state import ServiceState
 from tests.conftest import TenantFactory, TenantKeys
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -250,3 +253,51 @@ async def test_mcp_arguments_follow_the_same_rules(
     )
     assert response.status_code < 500, response.text
     assert await _count_memories(client, tenant) == 0
+
+
+async def test_a_one_mib_line_becomes_bounded_chunks_not_a_500(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A minified 1 MiB line was one chunk whose tsvector passed PostgreSQL's 1 MB limit: a 500."""
+    # Not about semantics: without an embedder the ~650 chunks are stored in seconds, not minutes.
+    monkeypatch.setattr(service, "embedder", None)
+    tenant = await make_tenant()
+    # ~1 MiB on one line. Few distinct words keep this test's keyword postings small; with distinct
+    # words the one chunk's tsvector also passed PostgreSQL's 1 MB limit, which is where the 500 was.
+    words = ["alpha", "beta", "gamma", "delta"] * 52_000
+    words[100_000] = "needlepoint"
+    line = " ".join(words)
+    document = await client.put(
+        "/v1/documents",
+        json={"path": "minified.md", "content": f"# Notes\n{line}\nlast line"},
+        headers=tenant.headers(),
+    )
+    assert document.status_code == 200, document.text
+    assert document.json()["chunks"] >= len(line) // 1600
+    found = await client.post(
+        "/v1/search",
+        json={"query": "needlepoint", "mode": "keyword", "types": ["document"]},
+        headers=tenant.headers("reader"),
+    )
+    hits = found.json()["results"]
+    assert hits and hits[0]["start_line"] == hits[0]["end_line"] == 2
+    assert all(len(hit["content"]) <= 1600 for hit in hits)
+    code = await client.put(
+        "/v1/code/files",
+        json={"repository": "r", "files": [{"path": "app.min.js", "content": "var a=1;" * 25_000}]},
+        headers=tenant.headers(),
+    )
+    assert code.status_code == 200, code.text
+    assert code.json()["chunks"] >= 25
+
+
+def test_chunkers_keep_line_numbers_when_they_cut_a_line() -> None:
+    chunks = chunk_markdown("# T\n\nshort line\n" + "w" * 5000 + "\nafter line")
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 3), (4, 4), (4, 4), (4, 4), (4, 5)]
+    assert "".join(c.content for c in chunks[1:4]) + chunks[4].content.split("\n")[0] == "w" * 5000
+    pieces = parse_code("a.py", "def f():\n    return '" + "z" * 20_000 + "'\n")
+    assert max(len(p.content) for p in pieces) <= MAX_CHUNK_CHARS
+    assert {(p.start_line, p.symbol) for p in pieces} >= {(1, "f"), (2, "f")}

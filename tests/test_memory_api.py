@@ -111,11 +111,17 @@ async def test_batch_is_ordered_and_idempotent(client: httpx.AsyncClient, make_t
     assert [m["type"] for m in stored] == ["fact", "rule", "episode"]
     assert [m["content"] for m in stored] == [i["content"] for i in items]
     retry = await client.post(
-        "/v1/facts", json={"content": "ignored", "idempotency_key": "cat"}, headers=tenant.headers()
+        "/v1/facts",
+        json={"content": "The cat is called Miso", "idempotency_key": "cat"},
+        headers=tenant.headers(),
     )
     assert retry.status_code == 201
     assert retry.json()["id"] == stored[0]["id"]
-    assert retry.json()["content"] == "The cat is called Miso"
+    # The key stands for that write: another body under it is a conflict, never the first memory.
+    conflict = await client.post(
+        "/v1/facts", json={"content": "ignored", "idempotency_key": "cat"}, headers=tenant.headers()
+    )
+    assert conflict.status_code == 409
     too_many = await client.post(
         "/v1/memories:batch",
         json={"items": [{"type": "fact", "content": "x"}] * 1001},

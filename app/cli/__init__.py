@@ -108,7 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--warmup", type=float, default=20.0, help="seconds of unmeasured searches first (0: none)"
     )
     bench_cmd.add_argument(
-        "--scenario", default="S1", help="table label; 'code' times code search, 'scale' grows one tenant"
+        "--scenario",
+        default="S1",
+        help="table label; 'code' times code search, 'scale' grows one tenant, "
+        "'noisy' no-match keyword queries from another tenant",
     )
     bench_cmd.add_argument(
         "--sizes",

@@ -114,6 +114,21 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 MEMORY_BENCH_MODES = ("keyword", "semantic", "hybrid", "recall")
 
 
+def _noisy_bench(args: argparse.Namespace, settings: Settings, key: str) -> None:
+    """--scenario noisy: a second tenant sends keyword queries that match nothing (docs/benchmarks.md)."""
+    from app.evaluation.noisy_bench import run_noisy_bench
+
+    async def noisy_key(conn: asyncpg.Connection) -> str:
+        tenant = await tenant_service.create_tenant(conn, f"bench-noisy-{os.urandom(3).hex()}")
+        return await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
+
+    other: str = asyncio.run(with_connection(settings, noisy_key))
+    report = run_noisy_bench(
+        args.url, key, other, size=args.size, duration=args.duration, load=not args.skip_load
+    )
+    print(report.markdown())
+
+
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from app.evaluation import bench
 
@@ -134,6 +149,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             )
         except CodeBenchError as exc:
             raise CliError(str(exc)) from exc
+        return 0
+    if args.scenario == "noisy":
+        _noisy_bench(args, settings, key)
         return 0
     if args.scenario == "scale":
         from app.evaluation.scale_bench import run_scale_bench

@@ -57,10 +57,63 @@ def _attach_leading_comments(symbols: list[Symbol], lines: list[str]) -> None:
             sym.start -= 1
 
 
+MAX_CHUNK_CHARS = 8000
+
+
+def _pieces(chunk: CodeChunk, max_chars: int) -> list[CodeChunk]:
+    """The chunk cut at line ends (and inside a line longer than max_chars) into pieces of at most max_chars."""
+    if len(chunk.content) <= max_chars:
+        return [chunk]
+    spans: list[tuple[int, str]] = []  # (line number, text) of each piece
+    current: list[str] = []
+    current_start = chunk.start_line
+    for number, line in enumerate(chunk.content.split("\n"), start=chunk.start_line):
+        if current and sum(len(part) + 1 for part in current) + len(line) > max_chars:
+            spans.append((current_start, "\n".join(current)))
+            current = []
+        if not current:
+            current_start = number
+        while len(line) > max_chars:
+            if current:
+                spans.append((current_start, "\n".join(current)))
+                current = []
+            spans.append((number, line[:max_chars]))
+            line = line[max_chars:]
+            current_start = number
+        current.append(line)
+    if current and any(current):
+        spans.append((current_start, "\n".join(current)))
+    return [
+        CodeChunk(
+            chunk.symbol,
+            chunk.symbol_kind,
+            chunk.parent_symbol,
+            start,
+            start + text.count("\n"),
+            text,
+            chunk.declared,
+            chunk.references if index == 0 else (),
+        )
+        for index, (start, text) in enumerate(spans)
+    ]
+
+
 def parse_code(
-    path: str, content: str, *, max_chunk_lines: int = 120, overlap_lines: int = 15
+    path: str,
+    content: str,
+    *,
+    max_chunk_lines: int = 120,
+    overlap_lines: int = 15,
+    max_chunk_chars: int = MAX_CHUNK_CHARS,
 ) -> list[CodeChunk]:
-    """Chunks at symbol boundaries; never raises (broken input falls back to line windows)."""
+    """Chunks at symbol boundaries, none longer than max_chunk_chars; never raises."""
+    # A minified file is one enormous line: without the cap it became one chunk whose tsvector
+    # could pass PostgreSQL's 1 MB limit (a 500) and whose text no embedding can represent.
+    chunks = _symbol_chunks(path, content, max_chunk_lines=max_chunk_lines, overlap_lines=overlap_lines)
+    return [piece for chunk in chunks for piece in _pieces(chunk, max_chunk_chars)]
+
+
+def _symbol_chunks(path: str, content: str, *, max_chunk_lines: int, overlap_lines: int) -> list[CodeChunk]:
     lines = content.split("\n")
     if not content.strip():
         return []

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_WORDS = 64
+MAX_SEARCH_TEXT_CHARS = 200_000
 _CJK = (
     "\u1100-\u11ff"  # Hangul jamo
     "\u3040-\u309f"  # Hiragana
@@ -75,7 +76,9 @@ def search_text_for(content: str, extra_terms: Sequence[str] = ()) -> str:
         parts.append(" ".join(bigrams))
     if extra_terms:
         parts.append(" ".join(extra_terms))
-    return "\n".join(parts)
+    # PostgreSQL refuses a tsvector over 1 MB (a 500 on the write); chunks are far below this,
+    # so the cut only ever guards against a text no chunker bounded.
+    return "\n".join(parts)[:MAX_SEARCH_TEXT_CHARS]
 
 
 def _like_escape(value: str) -> str:
