@@ -6,13 +6,18 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
 import asyncpg
 import httpx
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from app.embeddings.base import Embedder, EmbedderIdentity
+from app.services import code as code_service
+from app.services import documents as documents_service
 from tests.conftest import TenantFactory
 
 # Not about semantics: these embedders are stubs so the tests can see and steer every encode call.
@@ -102,3 +107,61 @@ async def test_substring_fallback_reads_a_bounded_window_of_recent_rows(
     found = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
     assert [r["id"] for r in found.json()["results"]] == [recent.json()["id"]]
     assert found.json()["results"][0]["match_type"] == "fulltext"
+
+
+@pytest.mark.parametrize(
+    ("module", "function", "method", "path", "body"),
+    [
+        (
+            documents_service,
+            "chunk_markdown",
+            "PUT",
+            "/v1/documents",
+            {"path": "a.md", "content": "# A\ntext"},
+        ),
+        (
+            code_service,
+            "parse_code",
+            "PUT",
+            "/v1/code/files",
+            {"repository": "r", "files": [{"path": "a.py", "content": "def f():\n    pass\n"}]},
+        ),
+    ],
+)
+async def test_chunking_and_parsing_run_off_the_event_loop(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    module: ModuleType,
+    function: str,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+) -> None:
+    """While one upload is chunked or parsed, the event loop keeps serving everyone else."""
+    tenant = await make_tenant()
+    real = getattr(module, function)
+    started, loop_ran = threading.Event(), threading.Event()
+    blocked: list[bool] = []
+
+    def slow(*args: Any) -> Any:
+        # Stands in for a long parse: it ends when the event loop has run other work meanwhile,
+        # or after 5 s when the loop could not (this very call was holding it).
+        started.set()
+        blocked.append(not loop_ran.wait(timeout=5))
+        return real(*args)
+
+    monkeypatch.setattr(module, function, slow)
+
+    async def other_tenant_work() -> None:
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        loop_ran.set()  # reached only if the loop runs while the parse is under way
+
+    upload = asyncio.create_task(client.request(method, path, json=body, headers=tenant.headers()))
+    await asyncio.sleep(0)
+    other = asyncio.create_task(other_tenant_work())
+    response = await upload
+    await other
+    assert response.status_code == 200, response.text
+    assert blocked == [False]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,7 +77,8 @@ async def ingest_files(
         if known.get(path) == file_hash:
             stats.skipped += 1
             continue
-        chunks = parse_code(path, content)
+        # Parsing (tree-sitter or ast) a 1 MiB file is CPU work: in a thread, off the event loop.
+        chunks = await asyncio.to_thread(parse_code, path, content)
         rows = [
             memory_repo.NewMemory(
                 id=uuid.uuid4(),

@@ -105,6 +105,20 @@ def _search_response(state: ServiceState, body: SearchRequest) -> dict[str, Any]
     }
 
 
+# Above this many characters of result text, highlighting (a stemmer call per candidate word)
+# runs in a worker thread: a page of 64 KiB memories would otherwise hold the event loop.
+HIGHLIGHT_INLINE_CHARS = 32 * 1024
+
+
+async def _highlights(contents: list[str], parsed: ParsedQuery) -> list[list[tuple[int, int]]]:
+    def spans() -> list[list[tuple[int, int]]]:
+        return [highlight_spans(content, parsed) for content in contents]
+
+    if sum(len(content) for content in contents) <= HIGHLIGHT_INLINE_CHARS:
+        return spans()
+    return await asyncio.to_thread(spans)
+
+
 async def _search_in_transaction(
     state: ServiceState,
     conn: asyncpg.Connection,
@@ -212,15 +226,14 @@ async def _search_in_transaction(
                 conn, tenant_ids=tenant_ids, episode_ids=episodes, window=body.context_window
             )
             timings.add("context", started)
+    shown = [(c, row) for c in scored if (row := rows.get(uuid.UUID(c.id))) is not None]
+    spans = await _highlights([row["content"] for _, row in shown], parsed)
     results = []
-    for c in scored:
-        row = rows.get(uuid.UUID(c.id))
-        if row is None:
-            continue  # deleted between ranking and bump: nothing to show
+    for (c, row), highlights in zip(shown, spans, strict=True):
         item = memory_to_dict(row, now)
         item["score"] = round(c.score, 6)
         item["match_type"] = c.match_type
-        item["highlights"] = highlight_spans(row["content"], parsed)
+        item["highlights"] = highlights
         breakdown: dict[str, Any] = {"fusion": plan.fusion, "decay": round(c.decay, 6)}
         if c.hit is not None:
             breakdown.update(
