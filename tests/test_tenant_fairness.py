@@ -154,8 +154,7 @@ async def test_chunking_and_parsing_run_off_the_event_loop(
     monkeypatch.setattr(module, function, slow)
 
     async def other_tenant_work() -> None:
-        while not started.is_set():
-            await asyncio.sleep(0.005)
+        await asyncio.to_thread(started.wait, 10)
         loop_ran.set()  # reached only if the loop runs while the parse is under way
 
     upload = asyncio.create_task(client.request(method, path, json=body, headers=tenant.headers()))
