@@ -8,14 +8,14 @@ tenant_usage: one row per tenant with its memory count and bytes, kept current b
 triggers on memory, so checking a quota before a write is one primary-key read instead of a count
 over the tenant's rows.
 
-Revision ID: 0007_write_limits
-Revises: 0006_keyword_impact_postings
+Revision ID: 0008_write_limits
+Revises: 0007_episode_session_order
 """
 
 from alembic import op
 
-revision = "0007_write_limits"
-down_revision = "0006_keyword_impact_postings"
+revision = "0008_write_limits"
+down_revision = "0007_episode_session_order"
 branch_labels = None
 depends_on = None
 
