@@ -21,9 +21,27 @@ _API_KEY_SECURITY_SCHEME = {
     "description": "A recalld API key (`rk_…`), sent as `Authorization: Bearer <key>`.",
 }
 
+# What any keyed operation may answer besides its own codes, and what a client should do about it.
+_COMMON_ERRORS = {
+    "400": "The body could not be parsed (e.g. JSON nested past what the parser takes); do not retry.",
+    "401": "Missing, unknown or revoked API key.",
+    "403": "The key's role does not allow this operation (or the Origin may not call /mcp).",
+    "404": "No such memory, file or tenant here (ids of other tenants look the same).",
+    "413": "Body over the operation's size cap (before auth), a field over its limit, or the tenant's "
+    "storage quota reached (`quota_exceeded`); do not retry unchanged.",
+    "415": "The body is not `Content-Type: application/json`.",
+    "422": "Invalid request; `error.details` lists each problem.",
+    "429": "This key is over its rate limit; retry after the `Retry-After` seconds.",
+    "503": "The database is unavailable for a moment; retry after the `Retry-After` seconds.",
+}
+_IDEMPOTENT_WRITES = frozenset(
+    {"memory_store_fact", "memory_store_rule", "memory_store_episode", "memory_store_batch"}
+)
+_CONFLICT = {"409": "The idempotency_key was already used for a different write (`idempotency_conflict`)."}
+
 
 def install_openapi(app: FastAPI) -> None:
-    """Make app.openapi() document `{"error": {...}}` on every 4xx, and the key and 401 on keyed routes."""
+    """Make app.openapi() document `{"error": {...}}` on every 4xx/5xx, the key and the common errors on keyed routes."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -38,7 +56,7 @@ def install_openapi(app: FastAPI) -> None:
 
 
 def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
-    """The document with ErrorOut as the body of every 4xx response, and the key on keyed routes."""
+    """The document with ErrorOut as every 4xx/5xx body, and the key and common status codes on keyed routes."""
     components: dict[str, Any] = doc.setdefault("components", {})
     components.setdefault("securitySchemes", {})[API_KEY_SCHEME] = _API_KEY_SECURITY_SCHEME
     schemas: dict[str, Any] = components.setdefault("schemas", {})
@@ -53,10 +71,12 @@ def with_error_shape(doc: dict[str, Any]) -> dict[str, Any]:
             responses: dict[str, Any] = operation.setdefault("responses", {})
             if keyed:
                 operation["security"] = [{API_KEY_SCHEME: []}]
-                responses.setdefault("401", {"description": "Missing, unknown or revoked API key."})
+                writes = operation.get("operationId") in _IDEMPOTENT_WRITES
+                for status, description in (_COMMON_ERRORS | (_CONFLICT if writes else {})).items():
+                    responses.setdefault(status, {"description": description})
             if responses.get("422", {}).get("description") == "Validation Error":
                 responses["422"]["description"] = "Invalid request; `error.details` lists each problem."
             for status, response in responses.items():
-                if status.startswith("4"):
+                if status.startswith(("4", "5")):
                     response["content"] = {"application/json": {"schema": _ERROR_REF}}
     return doc
