@@ -8,14 +8,14 @@ tenant_usage: one row per tenant with its memory count and bytes, kept current b
 triggers on memory, so checking a quota before a write is one primary-key read instead of a count
 over the tenant's rows.
 
-Revision ID: 0008_write_limits
-Revises: 0007_episode_session_order
+Revision ID: 0009_write_limits
+Revises: 0008_keyword_stats_tenant_delete
 """
 
 from alembic import op
 
-revision = "0008_write_limits"
-down_revision = "0007_episode_session_order"
+revision = "0009_write_limits"
+down_revision = "0008_keyword_stats_tenant_delete"
 branch_labels = None
 depends_on = None
 
