@@ -189,7 +189,7 @@ async def search_by_bm25(
     depends on the query, not on the tenant's size; the `candidates` best by their partial sums
     are then re-scored exactly from their stored search_vector, which adds what the cut left out.
     Rare lexemes (the ones that decide BM25) are read whole; a common one carries little idf, so
-    the ranking seldom differs from the exact one (`recalld eval --keyword-agreement` measures
+    the ranking seldom differs from the exact one (`recalld eval --modes keyword` measures
     it). `truncated` says a cut may have hidden rows, so a caller short of `limit` rows after the
     filters can read deeper.
     """
