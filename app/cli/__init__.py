@@ -68,18 +68,40 @@ def build_parser() -> argparse.ArgumentParser:
     index.set_defaults(handler=cmd_index)
 
     evaluation = sub.add_parser(
-        "eval", help="retrieval quality on a BEIR-format dataset (nDCG@10, recall, MRR)"
+        "eval",
+        help="retrieval quality on BEIR folders and LoCoMo conversation files (nDCG@10, evidence recall)",
     )
-    evaluation.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl, qrels/test.tsv")
-    evaluation.add_argument("--modes", nargs="+", default=["keyword", "semantic", "hybrid"])
     evaluation.add_argument(
-        "--fusion", choices=["rrf", "weighted"], default="rrf", help="fusion of the hybrid mode"
+        "datasets",
+        nargs="+",
+        help="BEIR folders (corpus.jsonl, queries.jsonl, qrels/test.tsv) or LoCoMo .json files/folders",
     )
-    evaluation.add_argument("--limit-queries", type=int, default=0, help="only the first N queries")
+    evaluation.add_argument(
+        "--runs",
+        nargs="+",
+        default=None,
+        help="keyword, semantic, hybrid (the service's default fusion) or hybrid:<fusion> "
+        "(default: keyword semantic hybrid:rrf hybrid:weighted hybrid)",
+    )
+    evaluation.add_argument("--limit", type=int, default=10, help="results per search (default 10)")
+    evaluation.add_argument(
+        "--limit-queries", type=int, default=0, help="only the first N queries of each set"
+    )
+    evaluation.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep each set's tenant in RECALLD_DATA_DIR and reuse it next time (no reload)",
+    )
+    evaluation.add_argument(
+        "--dump-legs",
+        default=None,
+        metavar="DIR",
+        help="also write each query's keyword and semantic top-100 (ids, raw scores) to DIR/<set>.jsonl",
+    )
     evaluation.add_argument(
         "--url",
         default=None,
-        help="evaluate a running server instead (needs --key; its tenant keeps the data)",
+        help="evaluate a running server instead (one set; needs --key; its tenant keeps the data)",
     )
     evaluation.add_argument("--key", default=None, help="writer key for --url")
     evaluation.set_defaults(handler=cmd_eval)

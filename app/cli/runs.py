@@ -61,53 +61,90 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    from app.evaluation.beir import load_beir
-    from app.evaluation.runner import EvalReport, evaluate, ingest, keyword_agreement
+    from app.evaluation.runner import (
+        DEFAULT_RUNS,
+        EvalSet,
+        Run,
+        SetReport,
+        dump_legs,
+        evaluate,
+        ingest,
+        keyword_agreement,
+        load_set,
+        summary_markdown,
+    )
 
-    dataset = load_beir(Path(args.dataset))
-    if args.limit_queries:
-        keep = sorted(dataset.queries)[: args.limit_queries]
-        dataset = type(dataset)(dataset.corpus, {q: dataset.queries[q] for q in keep}, dataset.qrels)
+    try:
+        sets = [load_set(Path(p)).limited(args.limit_queries) for p in args.datasets]
+        runs = [Run.parse(r) for r in args.runs or DEFAULT_RUNS]
+    except (OSError, ValueError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.url and len(sets) > 1:
+        # BM25's statistics are the tenant's own: two sets in one tenant would change each other's scores.
+        raise CliError("--url evaluates one set at a time (its key's tenant would mix the sets)")
+    dump_dir = Path(args.dump_legs) if args.dump_legs else None
+    if dump_dir is not None:
+        dump_dir.mkdir(parents=True, exist_ok=True)
 
-    async def run(client: httpx.AsyncClient) -> EvalReport:
-        seconds = await ingest(client, dataset)
-        results, ranker = await evaluate(client, dataset, args.modes, fusion=args.fusion)
-        report = EvalReport(len(dataset.corpus), len(dataset.queries), seconds, ranker)
-        report.results = results
-        if "keyword" in args.modes:
-            report.keyword_agreement = await keyword_agreement(client, dataset)
+    async def run_set(client: httpx.AsyncClient, eval_set: EvalSet) -> SetReport:
+        seconds = await ingest(client, eval_set)
+        if dump_dir is not None:
+            await dump_legs(client, eval_set, dump_dir / f"{eval_set.name}.jsonl")
+        results, ranker = await evaluate(client, eval_set, runs, limit=args.limit)
+        report = SetReport(eval_set, seconds, ranker, results)
+        if any(run.mode == "keyword" for run in runs):
+            report.keyword_agreement = await keyword_agreement(client, eval_set)
         return report
 
-    async def in_process() -> EvalReport:
+    async def in_process() -> list[SetReport]:
         from app.main import create_app
 
-        # A throwaway tenant in the configured database, written through the normal API path.
+        # One tenant per set in the configured database, written through the normal API path;
+        # --reuse keeps it under a name derived from the set's content, so the next run skips loading.
         dsn = await prepare_database(settings)
         conn = await connect(dsn)
+        created: list[str] = []
         try:
-            tenant = await tenant_service.create_tenant(conn, f"eval-{os.urandom(4).hex()}")
-            key = await tenant_service.create_key(conn, tenant=tenant.name, role="writer", operator=False)
             app = create_app(settings)
-            try:
-                async with app.router.lifespan_context(app):
-                    transport = httpx.ASGITransport(app=app)
+            reports = []
+            async with app.router.lifespan_context(app):
+                for eval_set in sets:
+                    name = f"eval-{eval_set.name}-{eval_set.fingerprint()}"
+                    known = {t.name: t for t in await tenant_service.list_tenants(conn)}
+                    tenant = known.get(name) if args.reuse else None
+                    if tenant is None:
+                        tenant_name = name if args.reuse else f"eval-{os.urandom(4).hex()}"
+                        tenant = await tenant_service.create_tenant(conn, tenant_name)
+                        if not args.reuse:
+                            created.append(tenant.id)
+                    key = await tenant_service.create_key(
+                        conn, tenant=tenant.name, role="writer", operator=False
+                    )
                     headers = {"Authorization": f"Bearer {key}"}
                     async with httpx.AsyncClient(
-                        transport=transport, base_url="http://recalld", headers=headers, timeout=600
+                        transport=httpx.ASGITransport(app=app),
+                        base_url="http://recalld",
+                        headers=headers,
+                        timeout=600,
                     ) as client:
-                        return await run(client)
-            finally:
-                await tenant_service.delete_tenant(conn, tenant.id)
+                        reports.append(await run_set(client, eval_set))
+            return reports
         finally:
+            for tenant_id in created:
+                await tenant_service.delete_tenant(conn, tenant_id)
             await conn.close()
 
-    async def remote() -> EvalReport:
+    async def remote() -> list[SetReport]:
         headers = {"Authorization": f"Bearer {api_key(args, settings)}"}
         async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
-            return await run(client)
+            return [await run_set(client, s) for s in sets]
 
-    report = asyncio.run(remote() if args.url else in_process())
-    print(report.markdown())
+    reports = asyncio.run(remote() if args.url else in_process())
+    print(f"limit {args.limit}; headline metric per set (nDCG@10, or evidence recall@10 for conversations)\n")
+    print(summary_markdown(reports))
+    for report in reports:
+        print()
+        print(report.markdown())
     return 0
 
 

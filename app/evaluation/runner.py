@@ -1,156 +1,325 @@
-"""`recalld eval`: load a BEIR dataset through the write API, run every mode, report quality and latency."""
+"""`recalld eval`: load evaluation sets through the write API, ask every query per mode and fusion, report."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
 
 import httpx
 
-from app.evaluation.beir import BeirDataset
+from app.evaluation.beir import load_beir
+from app.evaluation.locomo import load_locomo
 from app.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
 from app.progress import progress_bar
 
+SetKind = Literal["beir", "conversations"]
+# Episodes of a conversation set must outlive any reuse of a kept evaluation database.
+EPISODE_EXPIRY = "2100-01-01T00:00:00Z"
+# Deep enough for every fusion experiment over the legs; the API's largest limit.
+DUMP_DEPTH = 100
+WRITE_BATCH = 256
 
-@dataclass(slots=True)
-class ModeResult:
-    """Quality and latency of one search mode."""
+
+@dataclass(frozen=True, slots=True)
+class EvalQuery:
+    """One judged query: its text, the scope it is asked in, and the graded relevant ids."""
+
+    id: str
+    text: str
+    relevance: dict[str, int]
+    scope: str | None = None
+    category: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSet:
+    """What to write (batch items carrying `metadata.eval_id`) and what to ask."""
+
+    name: str
+    kind: SetKind
+    items: list[dict[str, Any]]
+    queries: list[EvalQuery]
+
+    @property
+    def metric(self) -> str:
+        """The headline metric: nDCG@10 for BEIR, evidence recall@10 for conversations."""
+        return "nDCG@10" if self.kind == "beir" else "R@10"
+
+    def fingerprint(self) -> str:
+        """A short digest of the items: a kept database is reused only for exactly this content."""
+        digest = hashlib.sha256(json.dumps(self.items, sort_keys=True).encode()).hexdigest()
+        return digest[:10]
+
+    def limited(self, count: int) -> EvalSet:
+        """The same set with only its first `count` queries (0: all)."""
+        return self if count <= 0 else EvalSet(self.name, self.kind, self.items, self.queries[:count])
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A search configuration to measure: mode, and fusion (None: the service's default)."""
 
     mode: str
-    ndcg10: float
-    recall10: float
-    recall100: float
-    mrr10: float
-    latency_ms: dict[str, float]
+    fusion: str | None = None
+
+    @property
+    def label(self) -> str:
+        """keyword, semantic, hybrid rrf, hybrid (default)…"""
+        if self.mode != "hybrid":
+            return self.mode
+        return f"hybrid {self.fusion}" if self.fusion else "hybrid (default)"
+
+    @classmethod
+    def parse(cls, text: str) -> Run:
+        """`keyword`, `semantic`, `hybrid` (default fusion) or `hybrid:<fusion>`."""
+        mode, _, fusion = text.partition(":")
+        if mode not in ("keyword", "semantic", "hybrid") or (fusion and mode != "hybrid"):
+            raise ValueError(f"unknown run {text!r}: keyword, semantic, hybrid or hybrid:<fusion>")
+        return cls(mode, fusion or None)
+
+
+DEFAULT_RUNS = ("keyword", "semantic", "hybrid:rrf", "hybrid:weighted", "hybrid")
 
 
 @dataclass(slots=True)
-class EvalReport:
-    """Everything `recalld eval` prints."""
+class RunResult:
+    """Quality and latency of one run over one set."""
 
-    documents: int
-    queries: int
+    run: Run
+    ndcg10: float
+    recall5: float
+    recall10: float
+    mrr10: float
+    latency_ms: dict[str, float]
+    recall10_by_category: dict[str, float] = field(default_factory=dict)
+
+    def headline(self, kind: SetKind) -> float:
+        """The set's headline metric for this run."""
+        return self.ndcg10 if kind == "beir" else self.recall10
+
+
+@dataclass(slots=True)
+class SetReport:
+    """One set's results for every run."""
+
+    eval_set: EvalSet
     ingest_seconds: float
     keyword_ranker: str
-    results: list[ModeResult] = field(default_factory=list)
-    # Share of top-10 positions where the keyword leg's ranking equals exact BM25's.
+    results: list[RunResult] = field(default_factory=list)
+    # Share of top-10 positions where the keyword leg's (pruned) ranking equals exact BM25's.
     keyword_agreement: float | None = None
 
     def markdown(self) -> str:
-        """The report as a markdown table."""
-        rate = self.documents / self.ingest_seconds if self.ingest_seconds > 0 else 0.0
+        """The set's table: one row per run."""
+        s = self.eval_set
+        categories = sorted({c for r in self.results for c in r.recall10_by_category})
         lines = [
-            f"documents {self.documents}, queries {self.queries}, keyword ranker {self.keyword_ranker}, "
-            f"ingest {self.ingest_seconds:.1f}s ({rate:.0f} docs/s)",
+            f"### {s.name} ({s.kind}): {len(s.items)} memories, {len(s.queries)} queries, "
+            f"keyword ranker {self.keyword_ranker}, load {self.ingest_seconds:.1f}s",
             "",
-            "| mode | nDCG@10 | recall@10 | recall@100 | MRR@10 | p50 ms | p95 ms |",
-            "|---|---|---|---|---|---|---|",
+            "| run | nDCG@10 | R@5 | R@10 | MRR@10 |"
+            + "".join(f" R@10 cat {c} |" for c in categories)
+            + " p50 ms |",
+            "|---|---|---|---|---|" + "---|" * len(categories) + "---|",
         ]
         for r in self.results:
             lines.append(
-                f"| {r.mode} | {r.ndcg10:.3f} | {r.recall10:.3f} | {r.recall100:.3f} | {r.mrr10:.3f} "
-                f"| {r.latency_ms['p50']:.1f} | {r.latency_ms['p95']:.1f} |"
+                f"| {r.run.label} | {r.ndcg10:.3f} | {r.recall5:.3f} | {r.recall10:.3f} | {r.mrr10:.3f} |"
+                + "".join(f" {r.recall10_by_category.get(c, 0.0):.3f} |" for c in categories)
+                + f" {r.latency_ms['p50']:.1f} |"
             )
         if self.keyword_agreement is not None:
             lines += ["", f"keyword top-10 positions equal to exact BM25: {self.keyword_agreement:.3f}"]
         return "\n".join(lines)
 
 
-async def ingest(
-    client: httpx.AsyncClient, dataset: BeirDataset, *, batch: int = 256, progress: bool = True
-) -> float:
-    """Write every document as a fact (idempotent per document id); returns seconds taken."""
+def summary_markdown(reports: Sequence[SetReport]) -> str:
+    """One table over every set: a row per run, each set's headline metric in its column."""
+    runs = list(dict.fromkeys(r.run for report in reports for r in report.results))
+    lines = [
+        "| run | " + " | ".join(f"{rep.eval_set.name} {rep.eval_set.metric}" for rep in reports) + " |",
+        "|---|" + "---|" * len(reports),
+    ]
+    for run in runs:
+        cells = []
+        for rep in reports:
+            found = [r for r in rep.results if r.run == run]
+            cells.append(f"{found[0].headline(rep.eval_set.kind):.3f}" if found else "–")
+        lines.append(f"| {run.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _beir_set(folder: Path) -> EvalSet:
+    data = load_beir(folder)
+    items = [
+        {
+            "type": "fact",
+            "content": data.corpus[doc_id][:60000],
+            "metadata": {"eval_id": doc_id},
+            "idempotency_key": f"eval:{doc_id}",
+        }
+        for doc_id in sorted(data.corpus)
+    ]
+    queries = [EvalQuery(q, text, data.qrels[q]) for q, text in sorted(data.queries.items())]
+    return EvalSet(folder.name, "beir", items, queries)
+
+
+def _conversation_set(path: Path) -> EvalSet:
+    data = load_locomo(path)
+    items = [
+        {
+            "type": "episode",
+            "content": t.content,
+            "butler": t.agent,
+            "session_id": t.session_id,
+            "created_at": t.created_at.isoformat(),
+            "expires_at": EPISODE_EXPIRY,
+            "metadata": {"eval_id": t.id},
+            "idempotency_key": f"eval:{t.id}",
+        }
+        for t in data.turns
+    ]
+    queries = [
+        EvalQuery(q.id, q.text, dict.fromkeys(q.evidence, 1), scope=q.agent, category=str(q.category))
+        for q in data.questions
+    ]
+    return EvalSet(path.stem if path.is_file() else path.name, "conversations", items, queries)
+
+
+def load_set(path: Path) -> EvalSet:
+    """A BEIR folder (corpus.jsonl…) or a LoCoMo conversation file (or a folder holding one)."""
+    if (path / "corpus.jsonl").exists():
+        return _beir_set(path)
+    if path.suffix == ".json" or (path.is_dir() and any(path.glob("*.json"))):
+        return _conversation_set(path)
+    raise FileNotFoundError(f"{path}: neither a BEIR folder (corpus.jsonl) nor a LoCoMo .json")
+
+
+async def ingest(client: httpx.AsyncClient, eval_set: EvalSet, *, progress: bool = True) -> float:
+    """Write every item (idempotent: a reused database only replays keys); returns seconds taken."""
     started = time.perf_counter()
-    ids = sorted(dataset.corpus)
-    bar = progress_bar(len(ids), "ingest", enabled=progress)
-    for start in range(0, len(ids), batch):
-        items = [
-            {
-                "type": "fact",
-                "content": dataset.corpus[doc_id][:60000],
-                "metadata": {"beir_id": doc_id},
-                "idempotency_key": f"beir:{doc_id}",
-            }
-            for doc_id in ids[start : start + batch]
-        ]
-        response = await client.post("/v1/memories:batch", json={"items": items})
+    items = eval_set.items
+    bar = progress_bar(len(items), f"load {eval_set.name}", enabled=progress)
+    for start in range(0, len(items), WRITE_BATCH):
+        batch = items[start : start + WRITE_BATCH]
+        response = await client.post("/v1/memories:batch", json={"items": batch})
         response.raise_for_status()
-        bar.update(len(items))
+        bar.update(len(batch))
     bar.close()
     return time.perf_counter() - started
 
 
+async def _search(
+    client: httpx.AsyncClient, query: EvalQuery, run: Run, limit: int, *, exact: bool = False
+) -> tuple[list[dict[str, Any]], str, float]:
+    body: dict[str, Any] = {
+        "query": query.text,
+        "mode": run.mode,
+        "limit": limit,
+        "min_score": 0,
+        "min_confidence": 0,
+    }
+    if exact:
+        body["exact"] = True
+    if run.fusion:
+        body["fusion"] = run.fusion
+    if query.scope:
+        body["scope"] = query.scope
+    started = time.perf_counter()
+    response = await client.post("/v1/search", json=body)
+    elapsed = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    payload = response.json()
+    return payload["results"], str(payload["keyword_ranker"]), elapsed
+
+
+def _eval_id(result: dict[str, Any]) -> str:
+    return str(result["metadata"].get("eval_id", ""))
+
+
 async def evaluate(
     client: httpx.AsyncClient,
-    dataset: BeirDataset,
-    modes: Sequence[str],
+    eval_set: EvalSet,
+    runs: Sequence[Run],
     *,
-    fusion: str = "rrf",
+    limit: int = 10,
     progress: bool = True,
-) -> tuple[list[ModeResult], str]:
-    """Run every query in every mode; returns per-mode results and the keyword ranker in use."""
+) -> tuple[list[RunResult], str]:
+    """Ask every query in every run; returns per-run results and the keyword ranker in use."""
     results = []
     ranker = "unknown"
-    for mode in modes:
-        ndcg, r10, r100, mrr, latencies = [], [], [], [], []
-        bar = progress_bar(len(dataset.queries), mode, enabled=progress)
-        for query_id, text in sorted(dataset.queries.items()):
-            started = time.perf_counter()
-            response = await client.post(
-                "/v1/search",
-                json={
-                    "query": text,
-                    "mode": mode,
-                    "fusion": fusion,
-                    "limit": 100,
-                    "min_score": 0,
-                    "min_confidence": 0,
-                },
-            )
-            latencies.append((time.perf_counter() - started) * 1000)
-            response.raise_for_status()
-            body = response.json()
-            ranker = body["keyword_ranker"]
-            ranked = list(dict.fromkeys(r["metadata"].get("beir_id", "") for r in body["results"]))
-            relevance = dataset.qrels[query_id]
-            ndcg.append(ndcg_at_k(ranked, relevance, 10))
-            r10.append(recall_at_k(ranked, relevance, 10))
-            r100.append(recall_at_k(ranked, relevance, 100))
-            mrr.append(mrr_at_k(ranked, relevance, 10))
+    for run in runs:
+        ndcg, r5, r10, mrr, latencies = [], [], [], [], []
+        by_category: dict[str, list[float]] = {}
+        bar = progress_bar(len(eval_set.queries), f"{eval_set.name} {run.label}", enabled=progress)
+        for query in eval_set.queries:
+            found, ranker, elapsed = await _search(client, query, run, limit)
+            latencies.append(elapsed)
+            ranked = list(dict.fromkeys(_eval_id(r) for r in found))
+            ndcg.append(ndcg_at_k(ranked, query.relevance, 10))
+            r5.append(recall_at_k(ranked, query.relevance, 5))
+            r10.append(recall_at_k(ranked, query.relevance, 10))
+            mrr.append(mrr_at_k(ranked, query.relevance, 10))
+            if query.category is not None:
+                by_category.setdefault(query.category, []).append(r10[-1])
             bar.update()
         bar.close()
-        n = len(ndcg)
-        label = f"{mode} ({fusion})" if mode == "hybrid" and fusion != "rrf" else mode
+        n = max(len(ndcg), 1)
         results.append(
-            ModeResult(label, sum(ndcg) / n, sum(r10) / n, sum(r100) / n, sum(mrr) / n, summarise(latencies))
+            RunResult(
+                run,
+                sum(ndcg) / n,
+                sum(r5) / n,
+                sum(r10) / n,
+                sum(mrr) / n,
+                summarise(latencies),
+                {c: sum(v) / len(v) for c, v in sorted(by_category.items())},
+            )
         )
     return results, ranker
 
 
+async def dump_legs(client: httpx.AsyncClient, eval_set: EvalSet, path: Path) -> None:
+    """Write each query's keyword and semantic top-DUMP_DEPTH (ids and raw leg scores) as JSON lines.
+
+    The raw scores are the ones the service fuses (keyword: BM25 mapped to [0, 1); semantic:
+    cosine), so fusion strategies can be compared offline without asking the service again.
+    """
+    bar = progress_bar(len(eval_set.queries), f"dump {eval_set.name}")
+    with path.open("w") as handle:
+        for query in eval_set.queries:
+            record: dict[str, Any] = {
+                "set": eval_set.name,
+                "kind": eval_set.kind,
+                "id": query.id,
+                "text": query.text,
+                "category": query.category,
+                "relevance": query.relevance,
+            }
+            for leg in ("keyword", "semantic"):
+                found, _, _ = await _search(client, query, Run(leg), DUMP_DEPTH)
+                record[leg] = [[_eval_id(r), r["score_breakdown"]["raw_scores"][leg]] for r in found]
+            handle.write(json.dumps(record) + "\n")
+            bar.update()
+    bar.close()
+
+
 async def keyword_agreement(
-    client: httpx.AsyncClient, dataset: BeirDataset, *, k: int = 10, progress: bool = True
+    client: httpx.AsyncClient, eval_set: EvalSet, *, k: int = 10, progress: bool = True
 ) -> float:
     """Share of top-k positions where the keyword leg (pruned) returns what exact BM25 returns."""
     same = total = 0
-    bar = progress_bar(len(dataset.queries), "keyword vs exact", enabled=progress)
-    for _, text in sorted(dataset.queries.items()):
-        ranked = []
-        for exact in (False, True):
-            body = {
-                "query": text,
-                "mode": "keyword",
-                "limit": k,
-                "min_score": 0,
-                "min_confidence": 0,
-                "exact": exact,
-            }
-            response = await client.post("/v1/search", json=body)
-            response.raise_for_status()
-            ranked.append([r["id"] for r in response.json()["results"]])
-        pruned, exact_ids = ranked
-        same += sum(1 for a, b in zip(pruned, exact_ids, strict=False) if a == b)
-        total += len(exact_ids)
+    bar = progress_bar(len(eval_set.queries), f"{eval_set.name} keyword vs exact", enabled=progress)
+    for query in eval_set.queries:
+        pruned, _, _ = await _search(client, query, Run("keyword"), k)
+        exact, _, _ = await _search(client, query, Run("keyword"), k, exact=True)
+        same += sum(1 for a, b in zip(pruned, exact, strict=False) if a["id"] == b["id"])
+        total += len(exact)
         bar.update()
     bar.close()
     return same / total if total else 1.0

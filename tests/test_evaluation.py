@@ -1,0 +1,78 @@
+"""`recalld eval`'s set loading: LoCoMo conversations become episodes and scoped questions."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from app.evaluation.locomo import parse_session_time
+from app.evaluation.runner import Run, load_set
+
+CONVERSATION = [
+    {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a cat."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely!", "blip_caption": "a photo of a cat"},
+            ],
+            "session_2_date_time": "9:05 am on 1 June, 2023",
+            "session_2": [{"speaker": "Ana", "dia_id": "D2:1", "text": "The cat is called Miso."}],
+        },
+        "qa": [
+            {"question": "What pet did Ana adopt?", "answer": "a cat", "evidence": ["D1:1"], "category": 4},
+            {
+                "question": "Cat's name and photo?",
+                "answer": "Miso",
+                "evidence": ["D2:1; D1:2"],
+                "category": 1,
+            },
+            {"question": "What did Bo adopt?", "answer": "nothing", "evidence": [], "category": 5},
+        ],
+    }
+]
+
+
+def test_locomo_turns_are_episodes_of_the_conversations_agent(tmp_path: Path) -> None:
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(CONVERSATION))
+    loaded = load_set(path)
+    assert loaded.kind == "conversations" and loaded.metric == "R@10"
+    first, second, third = loaded.items
+    assert first["type"] == "episode" and first["butler"] == "conv-1"
+    assert first["session_id"] == "conv-1:session_1" and third["session_id"] == "conv-1:session_2"
+    assert first["created_at"] == "2023-05-08T13:56:00+00:00"
+    assert second["created_at"] == "2023-05-08T13:56:01+00:00"  # turn order kept within the session
+    assert first["content"] == "Ana: I adopted a cat."
+    assert second["content"] == "Bo: Lovely! [shared a photo of a cat]"
+    assert [i["metadata"]["eval_id"] for i in loaded.items] == ["conv-1:D1:1", "conv-1:D1:2", "conv-1:D2:1"]
+    # Category 5 has no evidence and is left out; "D2:1; D1:2" is two evidence turns.
+    assert [(q.text, q.scope, q.category, sorted(q.relevance)) for q in loaded.queries] == [
+        ("What pet did Ana adopt?", "conv-1", "4", ["conv-1:D1:1"]),
+        ("Cat's name and photo?", "conv-1", "1", ["conv-1:D1:2", "conv-1:D2:1"]),
+    ]
+
+
+def test_a_folder_that_is_neither_format_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_set(tmp_path)
+
+
+def test_session_times_parse_to_utc() -> None:
+    assert parse_session_time("12:09 am on 3 July, 2023") == datetime(2023, 7, 3, 0, 9, tzinfo=UTC)
+    assert parse_session_time("12:30 pm on 3 July, 2023") == datetime(2023, 7, 3, 12, 30, tzinfo=UTC)
+    with pytest.raises(ValueError):
+        parse_session_time("yesterday")
+
+
+def test_runs_parse_mode_and_fusion() -> None:
+    assert Run.parse("hybrid:weighted") == Run("hybrid", "weighted")
+    assert Run.parse("hybrid").label == "hybrid (default)"
+    with pytest.raises(ValueError):
+        Run.parse("keyword:rrf")
