@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     embedding_dim: int = 384
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
+    embedding_scripts: list[str] | None = Field(
+        default=None,
+        description="Scripts the embedding model reads (latin, arabic, han…; `any`: all). Unset: the "
+        "local model's declaration (latin), any script for an OpenAI-compatible model. A query in "
+        "another script is ranked by keyword only.",
+    )
     embedding_batch_size: int = 64
     query_cache_size: int = 2048
 

@@ -38,10 +38,20 @@ class Embedder:
     """
 
     def __init__(
-        self, identity: EmbedderIdentity, encode: EncodeFn, *, runtime: str, batch_size: int, cache_size: int
+        self,
+        identity: EmbedderIdentity,
+        encode: EncodeFn,
+        *,
+        runtime: str,
+        batch_size: int,
+        cache_size: int,
+        scripts: frozenset[str] | None = None,
     ) -> None:
         self.identity = identity
         self.runtime = runtime
+        # The writing systems (app.retrieval.language names) the model was trained to read;
+        # None: any. Text in another script gets noise vectors, so search does not trust them.
+        self.scripts = scripts
         self._encode = encode
         self._batch_size = batch_size
         self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()

@@ -17,6 +17,8 @@ log = logging.getLogger("recalld.embeddings")
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
+# all-MiniLM-L6-v2 was trained on English sentence pairs: its vocabulary and training cover Latin script.
+LOCAL_MODEL_SCRIPTS = frozenset({"latin"})
 
 
 class EmbeddingConfigError(RuntimeError):
@@ -78,6 +80,15 @@ def _openai_encoder(settings: Settings) -> EncodeFn:
     return encode
 
 
+def _declared_scripts(settings: Settings, model_default: frozenset[str] | None) -> frozenset[str] | None:
+    """The scripts the model reads: the setting when given ("any": every script), else the model's own."""
+    if settings.embedding_scripts is None:
+        return model_default
+    if "any" in settings.embedding_scripts:
+        return None
+    return frozenset(s.lower() for s in settings.embedding_scripts)
+
+
 def build_embedder(settings: Settings) -> Embedder | None:
     """The configured embedder, or None for provider `none` (keyword-only search)."""
     if settings.embedding_provider == "none":
@@ -95,6 +106,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
             runtime="http",
             batch_size=settings.embedding_batch_size,
             cache_size=settings.query_cache_size,
+            scripts=_declared_scripts(settings, None),
         )
     backend = settings.embedding_backend
     runtime = "torch"
@@ -116,4 +128,5 @@ def build_embedder(settings: Settings) -> Embedder | None:
         runtime=runtime,
         batch_size=settings.embedding_batch_size,
         cache_size=settings.query_cache_size,
+        scripts=_declared_scripts(settings, LOCAL_MODEL_SCRIPTS),
     )

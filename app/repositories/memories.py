@@ -52,6 +52,7 @@ INSERT_COLUMNS = (
     "symbol_kind",
     "language",
     "parent_symbol",
+    "script",
 )
 
 _INSERT_SQL = (
@@ -96,6 +97,7 @@ class NewMemory:
     symbol_kind: str | None = None
     language: str | None = None
     parent_symbol: str | None = None
+    script: str | None = None  # the content's writing system (app.retrieval.language)
 
     def values(self, tenant_id: str) -> tuple[Any, ...]:
         """Positional values in INSERT_COLUMNS order."""

@@ -32,6 +32,8 @@ class CandidateFilter:
     repository: str | None = None
     path_regex: str | None = None
     exclude_path_regex: str | None = None
+    # Semantic leg only: the scripts the embedder reads (None: any); rows in others are left out.
+    embedder_scripts: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,11 @@ async def search_by_vector(
     similarity = ""
     if min_similarity is not None:
         similarity = f" AND m.embedding <=> {q} <= 1 - {sql.bind(min_similarity)}"
+    if f.embedder_scripts is not None:
+        # A vector of text the model cannot read is noise: those rows are the keyword leg's alone.
+        similarity += (
+            f" AND (m.script IS NULL OR m.script = ANY({sql.bind(list(f.embedder_scripts))}::text[]))"
+        )
     rows = await conn.fetch(
         f"SELECT m.id, 1 - (m.embedding <=> {q}) AS score, m.created_at, m.path FROM memory m "
         f"WHERE {where} AND m.embedding IS NOT NULL{similarity} "

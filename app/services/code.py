@@ -20,6 +20,7 @@ from app.ingest.paths import detect_language, path_terms, validate_relative_path
 from app.repositories import chunks as chunk_repo
 from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
+from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.services.quotas import Quota, ensure_within_quota
 
@@ -85,6 +86,7 @@ async def ingest_files(
                 kind="code",
                 content=chunk.content,
                 search_text=search_text_for(chunk.content, chunk_search_terms(path, chunk)),
+                script=dominant_script(chunk.content),
                 created_at=now,
                 path=path,
                 start_line=chunk.start_line,

@@ -21,6 +21,7 @@ from app.ingest.paths import DOCUMENT_SUFFIXES, is_document, path_terms, validat
 from app.repositories import chunks as chunk_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
+from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.services.quotas import Quota, ensure_within_quota
 
@@ -89,6 +90,7 @@ async def upload_document(
                     kind="document",
                     content=chunk.content,
                     search_text=search_text_for(chunk.content, path_terms(path)),
+                    script=dominant_script(chunk.content),
                     created_at=now,
                     scope=scope,
                     path=path,

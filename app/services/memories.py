@@ -20,6 +20,7 @@ from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
 from app.repositories import memories as repo
 from app.repositories.conversation import TurnKey
+from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
 from app.services import conversation
@@ -101,6 +102,7 @@ def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
         kind=item.kind,
         content=item.content,
         search_text=search_text_for(item.content, item.tags),
+        script=dominant_script(item.content),
         created_at=created,
         importance=item.importance,
         scope=item.scope,

@@ -211,7 +211,7 @@ async def rank_candidates(
     if plan.fusion == "weighted":
         fused = fuse_weighted(leg_hits, weights)
     else:
-        fused = fuse_rrf(leg_hits, weights, k=plan.k, limit=limit)
+        fused = fuse_rrf(leg_hits, weights, k=plan.k, depth=limit)
     info = {str(r.id): r for rows in legs.values() for r in rows}
     ranked = [RankedHit(h, info[h.id].created_at, info[h.id].path) for h in fused]
     ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
