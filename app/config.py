@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     query_cache_size: int = 2048
 
+    default_fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+        default="adaptive",
+        description="Hybrid fusion when neither the request nor the scope names one (docs/benchmarks.md).",
+    )
     rrf_k: int = 60
     semantic_weight: float = 1.0
     keyword_weight: float = 1.0

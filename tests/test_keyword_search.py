@@ -195,17 +195,23 @@ async def test_weighted_and_rrf_scores_follow_their_formulas(
         expected = 0.7 * max(0.0, raw["semantic"] or 0.0) + 0.3 * (raw["keyword"] or 0.0)
         assert hit["score"] == pytest.approx(expected, abs=1e-5)
         assert hit["score_breakdown"]["fusion"] == "weighted"
-    rrf = await _search(client, tenant, query=query, limit=10)
+    rrf = await _search(client, tenant, query=query, limit=10, fusion="rrf")
     for hit in rrf["results"]:
         ranks = hit["score_breakdown"]["ranks"]
-        expected = sum(1 / (60 + (ranks[leg] or 11)) for leg in ("semantic", "keyword")) / (2 / 61)
+        # Missing from a leg: one rank below the legs' depth, 100 whatever the limit.
+        expected = sum(1 / (60 + (ranks[leg] or 101)) for leg in ("semantic", "keyword")) / (2 / 61)
         assert hit["score"] == pytest.approx(expected, abs=1e-5)
     tilted = await _search(
-        client, tenant, query=query, limit=10, weights={"semantic": 0.9, "keyword": 0.1, "k": 10}
+        client,
+        tenant,
+        query=query,
+        limit=10,
+        fusion="rrf",
+        weights={"semantic": 0.9, "keyword": 0.1, "k": 10},
     )
     for hit in tilted["results"]:
         ranks = hit["score_breakdown"]["ranks"]
-        expected = (0.9 / (10 + (ranks["semantic"] or 11)) + 0.1 / (10 + (ranks["keyword"] or 11))) / (
+        expected = (0.9 / (10 + (ranks["semantic"] or 101)) + 0.1 / (10 + (ranks["keyword"] or 101))) / (
             1.0 / 11
         )
         assert hit["score"] == pytest.approx(expected, abs=1e-5)

@@ -165,7 +165,7 @@ async def test_hybrid_is_default_and_fuses_ranks(
     )
     for text in ("The user enjoys hiking", "Paris is the capital of France", "Backups run nightly"):
         await _store(client, tenant, "facts", content=text)
-    result = await _search(client, tenant, query="lactose intolerant", limit=10, min_score=0)
+    result = await _search(client, tenant, query="lactose intolerant", limit=10, min_score=0, fusion="rrf")
     assert result["mode"] == "hybrid"
     by_id = {r["id"]: r for r in result["results"]}
     assert dairy["id"] in by_id and token["id"] in by_id
@@ -175,11 +175,19 @@ async def test_hybrid_is_default_and_fuses_ranks(
     assert by_id[token["id"]]["score_breakdown"]["ranks"]["semantic"] > 1
     for hit in result["results"]:
         ranks = hit["score_breakdown"]["ranks"]
-        k, limit = 60, 10
-        semantic_rank = ranks["semantic"] or limit + 1
-        keyword_rank = ranks["keyword"] or limit + 1
+        # A leg's missing item ranks one below the legs' depth (100, whatever the limit).
+        k, depth = 60, 100
+        semantic_rank = ranks["semantic"] or depth + 1
+        keyword_rank = ranks["keyword"] or depth + 1
         expected = (1 / (k + semantic_rank) + 1 / (k + keyword_rank)) / (2 / (k + 1))
         assert abs(hit["score"] - expected) < 1e-5
+    # Unsent, the fusion is the adaptive default: both legs speak, with this query's shares.
+    default = await _search(client, tenant, query="lactose intolerant", limit=10, min_score=0)
+    breakdown = default["results"][0]["score_breakdown"]
+    assert breakdown["fusion"] == "adaptive"
+    assert 0.2 <= breakdown["weights"]["semantic"] <= 0.8
+    assert abs(breakdown["weights"]["semantic"] + breakdown["weights"]["keyword"] - 1) < 1e-5
+    assert {r["id"] for r in default["results"]} >= {dairy["id"], token["id"]}
 
 
 async def test_recall_ranks_by_importance_and_recency_and_imports_butler_toml(

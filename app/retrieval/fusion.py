@@ -100,6 +100,12 @@ def map_keyword_score(raw: float) -> float:
     return raw / (1.0 + raw) if raw > 0 else 0.0
 
 
+def unmap_keyword_score(mapped: float) -> float:
+    """The BM25 score behind a mapped keyword score (the inverse of map_keyword_score)."""
+    clamped = min(max(mapped, 0.0), 1.0 - 1e-12)  # finite even for a score that rounded to 1
+    return clamped / (1.0 - clamped)
+
+
 # Adaptive fusion: each leg's say for this query comes from how confident its own scores look.
 # The semantic leg's evidence is the cosine of its best hit: sentence-embedding models give merely
 # on-topic text about 0.5 and a near paraphrase about 0.9, whatever the corpus.
@@ -162,22 +168,16 @@ def _normalised(scores: Sequence[float], depth: int) -> list[float]:
 
 
 def fuse_adaptive(
-    legs: Mapping[str, Sequence[LegHit]],
-    weights: Mapping[str, float],
-    *,
-    depth: int,
-    raw_keyword: Sequence[float] | None = None,
+    legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], *, depth: int
 ) -> tuple[list[FusedHit], dict[str, float]]:
     """Convex combination of the legs' normalised scores with per-query shares; returns hits and shares.
 
-    The keyword leg's hits carry mapped scores; raw_keyword gives their BM25 scores (best first)
-    for the confidence estimate and the normalisation (default: the mapped scores themselves).
-    A leg absent from `legs` has share 0; an item a leg did not return scores 0 there.
+    Legs hold up to `depth` hits, best first: cosines for semantic, mapped keyword scores for
+    keyword (fusion works on the BM25 scores behind them). A leg absent from `legs` has share 0;
+    an item a leg did not return scores 0 there. Hits come in first-seen order (see fuse_rrf).
     """
     order, positions = _collect(legs)
-    keyword_scores = (
-        list(raw_keyword) if raw_keyword is not None else [h.raw_score for h in legs.get("keyword", [])]
-    )
+    keyword_scores = [unmap_keyword_score(h.raw_score) for h in legs.get("keyword", [])]
     semantic_scores = [h.raw_score for h in legs.get("semantic", [])]
     if "semantic" in legs and "keyword" in legs:
         shares = adaptive_shares(semantic_scores, keyword_scores, weights)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import asyncpg
@@ -14,7 +14,8 @@ from app.embeddings.base import Vector
 from app.repositories import search as search_repo
 from app.repositories import sizes as size_repo
 from app.repositories.search import CandidateFilter, LegRow
-from app.retrieval.fusion import FusedHit, LegHit, fuse_rrf, fuse_weighted, map_keyword_score
+from app.retrieval.fusion import FusedHit, LegHit, fuse_adaptive, fuse_rrf, fuse_weighted, map_keyword_score
+from app.retrieval.language import unreadable_script
 from app.retrieval.query import ParsedQuery, ilike_patterns
 from app.retrieval.scoring import tie_break_key
 from app.services.requests import FusionWeights
@@ -38,6 +39,10 @@ KEYWORD_DEEPER_FACTOR = 8
 # HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
 # _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
 EXACT_SCAN_COST_RATIO = 5
+# Every leg of a search asks for this many hits whatever the request's limit (the API's largest),
+# so fusion sees the same candidates for limit 5 and limit 100: a limit-k answer is the first k
+# of any longer one (R-S4b).
+LEG_DEPTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,24 +63,43 @@ class LegPlan:
     fusion: str
     weights: dict[str, float]
     k: int
+    # Legs left out because they cannot read the query, with the reason (score_breakdown shows it).
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def semantic_blind_spot(state: ServiceState, query: str) -> str | None:
+    """Why the embedding model cannot read this query (its script is not one it declares), else None."""
+    if state.embedder is None:
+        return None
+    script = unreadable_script(query, state.embedder.scripts)
+    if script is None:
+        return None
+    return f"query script {script} not covered by {state.embedder.identity.model}"
 
 
 def plan_legs(
     state: ServiceState,
     scope_settings: ScopeSettings,
     *,
+    query: str,
     mode: str,
     fusion: str | None,
     weights: FusionWeights | None,
     code: bool,
 ) -> LegPlan:
-    """Legs, weights, fusion and k for a request: request over scope settings over service defaults."""
+    """Legs, weights, fusion and k for a request: request over scope settings over service defaults.
+
+    A query the embedding model cannot read is ranked by keyword alone, in every mode: its
+    vector would be noise, as without an embedder.
+    """
     s = state.settings
     embedder_ok = state.embedder is not None
-    semantic = embedder_ok and mode in ("hybrid", "semantic")
-    keyword = mode in ("hybrid", "keyword") or not embedder_ok
+    blind = semantic_blind_spot(state, query)
+    semantic = embedder_ok and mode in ("hybrid", "semantic") and blind is None
+    keyword = mode in ("hybrid", "keyword") or not semantic
+    skipped = {"semantic": blind} if blind is not None and mode != "keyword" else {}
     if fusion is None:
-        fusion = scope_settings.fusion or "rrf"
+        fusion = scope_settings.fusion or s.default_fusion
     if fusion == "weighted":
         defaults = {"semantic": s.weighted_vector_weight, "keyword": s.weighted_keyword_weight}
     elif code:
@@ -96,7 +120,7 @@ def plan_legs(
         if weights.keyword is not None:
             defaults["keyword"] = weights.keyword
         k = weights.k or k
-    return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k)
+    return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k, skipped=skipped)
 
 
 async def _use_exact_scan(
@@ -182,26 +206,36 @@ async def rank_candidates(
     parsed: ParsedQuery,
     vector: asyncio.Task[Vector | None] | None,
     plan: LegPlan,
-    limit: int,
+    depth: int,
     min_similarity: float | None,
     timings: Timings,
     force_exact: bool = False,
-) -> tuple[list[RankedHit], dict[str, str]]:
-    """Run the planned legs inside the open tenant transaction and fuse them."""
+) -> tuple[list[RankedHit], dict[str, str], dict[str, float]]:
+    """Run the planned legs (each to `depth` hits) inside the open tenant transaction and fuse them.
+
+    Returns the fused hits best first, each leg's match type, and the weights fusion used (the
+    per-query shares for adaptive fusion).
+    """
     legs: dict[str, list[LegRow]] = {}
     match_types: dict[str, str] = {}
     if plan.keyword:
         started = time.perf_counter()
         legs["keyword"], match_types["keyword"] = await run_keyword_leg(
-            state, conn, f, parsed, limit, exact=force_exact
+            state, conn, f, parsed, depth, exact=force_exact
         )
         timings.add("keyword", started)
     query_vector = await vector if plan.semantic and vector is not None else None
-    if query_vector is not None:
+    if query_vector is not None and state.embedder is not None:
         started = time.perf_counter()
-        exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, limit)
+        exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, depth)
+        scripts = state.embedder.scripts
         legs["semantic"] = await search_repo.search_by_vector(
-            conn, f=f, query_vector=query_vector, limit=limit, exact=exact, min_similarity=min_similarity
+            conn,
+            f=replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
+            query_vector=query_vector,
+            limit=depth,
+            exact=exact,
+            min_similarity=min_similarity,
         )
         match_types["semantic"] = "semantic"
         timings.add("semantic", started)
@@ -210,10 +244,12 @@ async def rank_candidates(
     weights = {name: plan.weights[name] for name in leg_hits}
     if plan.fusion == "weighted":
         fused = fuse_weighted(leg_hits, weights)
+    elif plan.fusion == "rrf":
+        fused = fuse_rrf(leg_hits, weights, k=plan.k, depth=depth)
     else:
-        fused = fuse_rrf(leg_hits, weights, k=plan.k, depth=limit)
+        fused, weights = fuse_adaptive(leg_hits, weights, depth=depth)
     info = {str(r.id): r for rows in legs.values() for r in rows}
     ranked = [RankedHit(h, info[h.id].created_at, info[h.id].path) for h in fused]
     ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
     timings.add("fuse", started)
-    return ranked, match_types
+    return ranked, match_types, weights

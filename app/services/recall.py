@@ -29,6 +29,7 @@ from app.services.query_embedding import embedding_used, query_embedding
 from app.services.ranking import (
     plan_legs,
     rank_candidates,
+    semantic_blind_spot,
 )
 from app.services.requests import RecallRequest
 from app.services.scopes import ScopeSettings, load_scope_settings
@@ -45,8 +46,9 @@ async def recall(
     total = time.perf_counter()
     tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
     parsed = parse_query(body.topic)
+    wanted = not parsed.is_empty and semantic_blind_spot(state, parsed.text) is None
     async with query_embedding(
-        state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=not parsed.is_empty
+        state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=wanted
     ) as vector:
         response = await _recall_in_transaction(
             state, conn, principal, body, parsed, vector, tenant_ids, timings
@@ -79,20 +81,22 @@ async def _recall_in_transaction(
         }
         if parsed.is_empty:
             return response
-        plan = plan_legs(state, scope_settings, mode="hybrid", fusion=None, weights=None, code=False)
+        plan = plan_legs(
+            state, scope_settings, query=parsed.text, mode="hybrid", fusion=None, weights=None, code=False
+        )
         # Relevance ranks a wider pool than `limit`: importance and recency may lift a lower hit.
         pool = min(max(body.limit * 5, 50), 200)
         f = CandidateFilter(
             tenant_ids=tenant_ids, kinds=("fact", "rule"), scope=body.scope, min_confidence=min_confidence
         )
-        ranked, _ = await rank_candidates(
+        ranked, _, _ = await rank_candidates(
             state,
             conn,
             f=f,
             parsed=parsed,
             vector=vector,
             plan=plan,
-            limit=pool,
+            depth=pool,
             min_similarity=None,
             timings=timings,
         )

@@ -85,7 +85,7 @@ class ScopeSettings(BaseModel):
     )
     score_weights: ScoreWeights | None = Field(None, description="memory_recall composite weights.")
     fusion: str | None = Field(
-        None, pattern="^(rrf|weighted)$", description="Default fusion: rrf or weighted."
+        None, pattern="^(adaptive|rrf|weighted)$", description="Default fusion: adaptive, rrf or weighted."
     )
     fusion_weights: FusionWeightSettings | None = Field(None, description="Search fusion weights and RRF k.")
     half_life_days: float | None = Field(

@@ -31,9 +31,11 @@ from app.services.query_embedding import embedding_used, query_embedding
 from app.services.ranking import (
     DEFAULT_KINDS,
     KEYWORD_RANKER,
+    LEG_DEPTH,
     RankedHit,
     plan_legs,
     rank_candidates,
+    semantic_blind_spot,
 )
 from app.services.requests import SearchRequest
 from app.services.scopes import load_scope_settings
@@ -85,7 +87,12 @@ async def search(
     parsed = parse_query(body.query)
     if parsed.is_empty and not body.symbol:
         return _search_response(state, body), timings
-    embed = state.embedder is not None and body.mode != "keyword" and not parsed.is_empty
+    embed = (
+        state.embedder is not None
+        and body.mode != "keyword"
+        and not parsed.is_empty
+        and semantic_blind_spot(state, parsed.text) is None
+    )
     async with query_embedding(
         state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=embed
     ) as vector:
@@ -138,6 +145,7 @@ async def _search_in_transaction(
         plan = plan_legs(
             state,
             scope_settings,
+            query=parsed.text,
             mode=body.mode,
             fusion=body.fusion,
             weights=body.weights,
@@ -149,15 +157,16 @@ async def _search_in_transaction(
         f = _candidate_filter(body, tenant_ids, min_confidence)
         ranked: list[RankedHit] = []
         match_types: dict[str, str] = {}
+        fusion_weights: dict[str, float] = {}
         if not parsed.is_empty:
-            ranked, match_types = await rank_candidates(
+            ranked, match_types, fusion_weights = await rank_candidates(
                 state,
                 conn,
                 f=f,
                 parsed=parsed,
                 vector=vector,
                 plan=plan,
-                limit=body.limit,
+                depth=LEG_DEPTH,
                 min_similarity=body.min_similarity,
                 timings=timings,
                 force_exact=body.exact,
@@ -240,8 +249,10 @@ async def _search_in_transaction(
                 fused=round(c.hit.score, 6),
                 ranks=c.hit.ranks,
                 raw_scores=c.hit.raw_scores,
-                weights={leg: plan.weights[leg] for leg in c.hit.ranks},
+                weights={leg: round(fusion_weights[leg], 6) for leg in c.hit.ranks},
             )
+        if plan.skipped:
+            breakdown["legs_skipped"] = plan.skipped
         if c.hop_depth is not None:
             item["hop_depth"] = c.hop_depth
             breakdown["paths"] = c.paths

@@ -90,9 +90,11 @@ class SearchIn(StrictModel):
         "hybrid",
         description="hybrid runs both legs and fuses them; without an embedding provider every mode is keyword.",
     )
-    fusion: Literal["rrf", "weighted"] = Field(
-        "rrf",
-        description="rrf: Σ weight / (k + rank), normalised to 0–1; weighted: 0.7 · similarity + 0.3 · keyword score.",
+    fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+        "adaptive",
+        description="adaptive (default; unsent: the scope's, else the service's default): per-query leg "
+        "shares from each leg's confidence, over normalised scores; rrf: Σ weight / (k + rank), "
+        "normalised to 0–1; weighted: 0.7 · similarity + 0.3 · keyword score.",
     )
     types: list[MemoryType] | None = Field(
         None, description="Kinds to search; default fact, rule, episode and document (code only when asked)."
@@ -203,12 +205,12 @@ _SEARCH_HIT_EXAMPLE: dict[str, Any] = {
     "match_type": "hybrid",
     "highlights": [[30, 35]],
     "score_breakdown": {
-        "fusion": "rrf",
+        "fusion": "adaptive",
         "decay": 1.0,
         "fused": 0.962121,
         "ranks": {"keyword": 2, "semantic": 1},
         "raw_scores": {"keyword": 0.41, "semantic": 0.37},
-        "weights": {"keyword": 1.0, "semantic": 1.0},
+        "weights": {"keyword": 0.44, "semantic": 0.56},
     },
     "reference_count": 1,
     "last_referenced_at": "2026-11-23T11:30:45Z",
@@ -233,8 +235,9 @@ class SearchResult(BaseModel):
     created_at: datetime = Field(..., description="When it was stored.")
     score_breakdown: dict[str, Any] = Field(
         ...,
-        description="Rank and raw score of each leg, fusion weights, decay factor and fused score; "
-        "`rerank: {score, rank}` when a reranker re-ordered it, `mmr: {score, max_similarity}` with "
+        description="Rank and raw score of each leg, fusion weights (adaptive: this query's shares), "
+        "decay factor and fused score; `legs_skipped` names a leg left out and why (a query script "
+        "the embedding model does not read); `rerank: {score, rank}` when a reranker re-ordered it, `mmr: {score, max_similarity}` with "
         "`diversity`.",
     )
     context: list[ContextTurn] | None = Field(
