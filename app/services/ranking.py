@@ -99,7 +99,9 @@ def plan_legs(
     keyword = mode in ("hybrid", "keyword") or not semantic
     skipped = {"semantic": blind} if blind is not None and mode != "keyword" else {}
     if fusion is None:
-        fusion = scope_settings.fusion or s.default_fusion
+        # Code search keeps rrf with the code seed's weights: adaptive fusion was measured on
+        # prose and conversations only.
+        fusion = scope_settings.fusion or ("rrf" if code else s.default_fusion)
     if fusion == "weighted":
         defaults = {"semantic": s.weighted_vector_weight, "keyword": s.weighted_keyword_weight}
     elif code:
