@@ -162,10 +162,11 @@ async def test_exact_flag_gives_exact_bm25_whatever_the_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tenant = await make_tenant()
-    # 100 rows of the same single lexeme tie; exact BM25 breaks the tie by recency, while a cut
-    # that reads 4 postings (limit 2) sees four of them by id: the two results differ (except
-    # with odds of about 1 in 800).
-    await _batch(client, tenant, [f"beaver {'-' * i}" for i in range(100)])
+    # 6,000 rows of the same single lexeme tie; exact BM25 breaks the tie by recency, while a cut
+    # that reads 200 postings (twice the legs' fixed depth of 100) sees 200 of them by id: the
+    # two results differ (except with odds of about 1 in 900).
+    for start in range(0, 6000, 1000):
+        await _batch(client, tenant, [f"beaver {'-' * (i % 50)} {i}" for i in range(start, start + 1000)])
     monkeypatch.setattr(service.settings, "keyword_exact_max_postings", 0)
     monkeypatch.setattr(service.settings, "keyword_postings_per_lexeme", 1)
     pruned = await _keyword(client, tenant, "beaver", limit=2)
