@@ -4,8 +4,8 @@ The embedding model declares the scripts it was trained on (MiniLM-L6: Latin). A
 script has a vector that is noise to that model, so the semantic leg leaves it to the keyword leg.
 Existing rows are derived here, with the same function the write path uses.
 
-Revision ID: 0009_memory_script
-Revises: 0008_keyword_stats_tenant_delete
+Revision ID: 0010_memory_script
+Revises: 0009_write_limits
 """
 
 from alembic import op
@@ -13,8 +13,8 @@ from sqlalchemy import text
 
 from app.retrieval.language import dominant_script
 
-revision = "0009_memory_script"
-down_revision = "0008_keyword_stats_tenant_delete"
+revision = "0010_memory_script"
+down_revision = "0009_write_limits"
 branch_labels = None
 depends_on = None
 
