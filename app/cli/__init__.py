@@ -78,9 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluation.add_argument(
         "--runs",
+        "--modes",
         nargs="+",
         default=None,
-        help="keyword, semantic, hybrid (the service's default fusion) or hybrid:<fusion> "
+        help="(--modes: the same) keyword, semantic, hybrid (the service's default fusion) or hybrid:<fusion> "
         "(default: keyword semantic hybrid:rrf hybrid:weighted hybrid)",
     )
     evaluation.add_argument("--limit", type=int, default=10, help="results per search (default 10)")
