@@ -105,7 +105,8 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         conn = await connect(dsn)
         created: list[str] = []
         try:
-            app = create_app(settings)
+            # The eval's own server measures quality: its per-key rate limit would only slow the run.
+            app = create_app(settings.model_copy(update={"rate_limit_per_second": 0}))
             reports = []
             async with app.router.lifespan_context(app):
                 for eval_set in sets:
