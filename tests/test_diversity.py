@@ -64,3 +64,16 @@ async def test_diversity_zero_or_absent_keeps_the_fused_order(
     zero = await _search(client, tenant, diversity=0)
     assert [r["id"] for r in zero] == [r["id"] for r in plain]
     assert all("mmr" not in r["score_breakdown"] for r in zero)
+
+
+async def test_a_shorter_diverse_page_is_a_prefix_of_a_longer_one(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    """MMR picks greedily over a pool that does not depend on limit: limit k gives the first k."""
+    tenant = await make_tenant()
+    await _store_all(client, tenant)
+    full = [r["id"] for r in await _search(client, tenant, diversity=0.7, limit=5, min_score=0)]
+    assert len(full) == 5
+    for k in range(1, 5):
+        page = await _search(client, tenant, diversity=0.7, limit=k, min_score=0)
+        assert [r["id"] for r in page] == full[:k]
