@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Literal
@@ -10,6 +11,8 @@ from typing import Literal
 Role = Literal["reader", "writer", "admin"]
 ROLE_RANK: dict[str, int] = {"reader": 0, "writer": 1, "admin": 2}
 KEY_PREFIX = "rk_"
+# What mint_key produces: rk_, 8 hex digits, _, 43 url-safe base64 characters.
+KEY_PATTERN = re.compile(r"rk_[0-9a-f]{8}_[A-Za-z0-9_-]{43}")
 
 
 @dataclass(frozen=True, slots=True)

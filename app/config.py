@@ -27,7 +27,18 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("DATABASE_URL", "RECALLD_DATABASE_URL"),
-        description="External PostgreSQL (>= 15 with pgvector >= 0.8). Unset: embedded PostgreSQL.",
+        description="External PostgreSQL (>= 15 with pgvector >= 0.8) as the serving role (not superuser, "
+        "not the schema owner, not BYPASSRLS). Unset: embedded PostgreSQL.",
+    )
+    migration_database_url: str | None = Field(
+        default=None,
+        description="The schema owner's URL for `recalld migrate` and the admin commands (tenants, keys, "
+        "scopes import); defaults to DATABASE_URL. Never used by `recalld serve` except for the bootstrap.",
+    )
+    serving_password: str | None = Field(
+        default=None,
+        description="`recalld migrate` gives the serving role recalld_app this login password (external "
+        "databases; the embedded one generates its own).",
     )
     host: str = "127.0.0.1"
     port: int = 8080
@@ -35,6 +46,10 @@ class Settings(BaseSettings):
 
     pool_min_size: int = 2
     pool_max_size: int = 10
+    pool_acquire_timeout: float = Field(
+        default=5.0,
+        description="Seconds a request waits for a free database connection before answering 503.",
+    )
 
     embedding_provider: EmbeddingProviderName = "local"
     embedding_backend: Literal["auto", "onnx", "torch"] = Field(
@@ -161,6 +176,11 @@ class Settings(BaseSettings):
     def resolved_data_dir(self) -> Path:
         """Data directory with ~ expanded."""
         return self.data_dir.expanduser()
+
+    @property
+    def serving_password_path(self) -> Path:
+        """The embedded database's generated login password of the serving role (mode 0600)."""
+        return self.resolved_data_dir / "serving-role.password"
 
     @property
     def admin_key_path(self) -> Path:

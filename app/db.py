@@ -8,19 +8,55 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
 from pgvector.asyncpg import register_vector
 
 from app.config import Settings
-from app.embedded_pg import DATABASE_NAME, start_embedded, with_database
+from app.embedded_pg import DATABASE_NAME, ensure_serving_role_hba, pgdata_dir, start_embedded, with_database
+from app.secret_files import read_or_create_secret
 
 log = logging.getLogger("recalld.db")
 
-APP_ROLE = "recalld_app"
+# The role the service logs in as: no superuser, no owner, no BYPASSRLS (migration 0001 creates it).
+SERVING_ROLE = "recalld_app"
 Connection = asyncpg.Connection
 Pool = asyncpg.Pool
+
+
+class DatabaseUnavailable(Exception):
+    """The database cannot serve right now (down, restarting, or no connection free): retry later."""
+
+
+# Failures that say nothing about the request and pass when the database is back: class 08
+# (connection lost), the server shutting down or still starting, too many connections, and the
+# socket-level errors of a server that is not listening.
+UNAVAILABLE_ERRORS = (
+    DatabaseUnavailable,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    ConnectionError,
+)
+
+
+@asynccontextmanager
+async def acquire(pool: asyncpg.Pool, wait_seconds: float) -> AsyncIterator[asyncpg.Connection]:
+    """A pooled connection, waiting at most wait_seconds; DatabaseUnavailable otherwise."""
+    try:
+        conn = await pool.acquire(timeout=wait_seconds)
+    except TimeoutError as exc:
+        raise DatabaseUnavailable(f"no database connection became free within {wait_seconds:g} s") from exc
+    except OSError as exc:
+        # Refused or missing socket while the pool reconnects: the server is down.
+        raise DatabaseUnavailable(f"cannot connect to the database: {type(exc).__name__}") from exc
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
 
 
 def normalise_dsn(url: str) -> str:
@@ -31,9 +67,9 @@ def normalise_dsn(url: str) -> str:
 
 
 async def resolve_dsn(settings: Settings) -> str:
-    """DSN of the database recalld uses; starts the embedded server when DATABASE_URL is unset."""
+    """The schema owner's DSN (migrations, admin commands); starts the embedded server if needed."""
     if settings.database_url:
-        return normalise_dsn(settings.database_url)
+        return normalise_dsn(settings.migration_database_url or settings.database_url)
     server_uri = await asyncio.to_thread(start_embedded, settings.resolved_data_dir)
     conn = await asyncpg.connect(server_uri)
     try:
@@ -45,6 +81,39 @@ async def resolve_dsn(settings: Settings) -> str:
     finally:
         await conn.close()
     return with_database(server_uri, DATABASE_NAME)
+
+
+def with_login(dsn: str, user: str, password: str) -> str:
+    """The same server and database, logged in as another role."""
+    parts = urlsplit(dsn)
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+async def set_serving_password(conn: asyncpg.Connection, password: str) -> None:
+    """Let the serving role log in with password (run as the owner, after the migrations)."""
+    # ALTER ROLE takes no parameters; format(%L) quotes the literal inside PostgreSQL.
+    statement: str = await conn.fetchval(
+        "SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text)", SERVING_ROLE, password
+    )
+    await conn.execute(statement)
+
+
+async def resolve_serving_dsn(settings: Settings, owner_dsn: str) -> str:
+    """DSN of the serving role: DATABASE_URL, or the embedded server's recalld_app login."""
+    if settings.database_url:
+        return normalise_dsn(settings.database_url)
+    password = await asyncio.to_thread(read_or_create_secret, settings.serving_password_path)
+    pgdata = pgdata_dir(settings.resolved_data_dir)
+    conn = await asyncpg.connect(owner_dsn)
+    try:
+        await set_serving_password(conn, password)
+        if await asyncio.to_thread(ensure_serving_role_hba, pgdata, SERVING_ROLE):
+            await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
+    return with_login(owner_dsn, SERVING_ROLE, password)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -61,12 +130,12 @@ async def _skip_reset(conn: asyncpg.Connection) -> None:
     """
 
 
-async def create_pool(dsn: str, settings: Settings) -> asyncpg.Pool:
-    """The service's connection pool; created in the app lifespan only."""
+async def create_pool(dsn: str, settings: Settings, *, size: int | None = None) -> asyncpg.Pool:
+    """A connection pool (the settings' size unless given); created in the app lifespan only."""
     pool = await asyncpg.create_pool(
         dsn,
-        min_size=settings.pool_min_size,
-        max_size=settings.pool_max_size,
+        min_size=min(settings.pool_min_size, size or settings.pool_min_size),
+        max_size=size or settings.pool_max_size,
         init=_init_connection,
         reset=_skip_reset,
         command_timeout=60,
@@ -103,9 +172,8 @@ async def tenant_transaction(
 ) -> AsyncIterator[asyncpg.Connection]:
     """Open a transaction bounded to tenant_ids by row-level security.
 
-    The role switch makes RLS apply even when the login user owns the tables or is a superuser
-    (embedded mode, docker-compose); both settings are transaction-local, so a pooled connection
-    never carries one request's tenant into the next.
+    The service logs in as the serving role, which RLS always binds; the settings are
+    transaction-local, so a pooled connection never carries one request's tenant into the next.
 
     synchronous_commit=False is for reads whose only write is the reference bump: their commit does not wait
     for the WAL flush (an fsync, 3-4 ms here, most of a search's time). A crash can then lose the
@@ -113,9 +181,7 @@ async def tenant_transaction(
     """
     async with conn.transaction(readonly=readonly):
         await conn.execute(
-            "SELECT set_config('role', $1, true), set_config('recalld.tenant_ids', $2, true), "
-            "set_config('synchronous_commit', $3, true)",
-            APP_ROLE,
+            "SELECT set_config('recalld.tenant_ids', $1, true), set_config('synchronous_commit', $2, true)",
             tenant_setting(tenant_ids),
             "on" if synchronous_commit else "off",
         )

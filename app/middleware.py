@@ -12,7 +12,7 @@ import time
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import error_body
+from app.errors import INTERNAL_ERROR_BODY, error_body, log_unexpected
 from app.metrics import REQUEST_LATENCY
 
 _NUL_BODY = json.dumps(error_body("validation_error", "the URL contains a NUL character (%00)")).encode()
@@ -50,15 +50,35 @@ class RequestMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        response_started = False
 
         async def send_observed(message: Message) -> None:
-            nonlocal status
+            nonlocal status, response_started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                response_started = True
             await send(message)
 
         try:
             await self.app(scope, receive, send_observed)
+        except Exception as exc:
+            # Answered here instead of by Starlette's ServerErrorMiddleware, which re-raises after
+            # its 500: the server then drops the keep-alive connection under the client's next
+            # request. Handled here, the connection stays usable.
+            log_unexpected(scope["method"], scope["path"], exc)
+            if response_started:
+                raise  # half a response is out; only closing the connection can end it
+            await send_observed(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", b"%d" % len(INTERNAL_ERROR_BODY)),
+                    ],
+                }
+            )
+            await send_observed({"type": "http.response.body", "body": INTERNAL_ERROR_BODY})
         finally:
             route = scope.get("route")
             template = route.path if isinstance(route, Route) else "unmatched"

@@ -11,6 +11,7 @@ from app.embeddings.base import Embedder
 from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
 from app.services.quotas import Quota
+from app.supervisor import EmbeddedSupervisor
 
 
 @dataclass(slots=True)
@@ -21,8 +22,12 @@ class ServiceState:
     pool: asyncpg.Pool
     embedder: Embedder | None
     schema_revision: str
+    # /readyz's own connection: it must answer while request traffic holds every pooled one.
+    check_pool: asyncpg.Pool
     reranker: Reranker | None = None
     rate_limiter: RateLimiter | None = None
+    # Set in embedded mode: whether the embedded PostgreSQL is running (/healthz).
+    supervisor: EmbeddedSupervisor | None = None
     # Short-lived caches keyed by tenant set: (monotonic time, values...).
     tenant_sizes: dict[str, tuple[float, tuple[int, int]]] = field(default_factory=dict)
 

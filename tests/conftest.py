@@ -19,7 +19,7 @@ from fastapi import FastAPI
 
 from app.auth import Role, mint_key
 from app.config import Settings
-from app.db import connect, resolve_dsn
+from app.db import connect, resolve_dsn, resolve_serving_dsn
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.state import ServiceState
@@ -98,6 +98,22 @@ def service(app: FastAPI) -> ServiceState:
 @pytest.fixture(scope="session")
 async def dsn(app: FastAPI, settings: Settings) -> str:
     return await resolve_dsn(settings)
+
+
+@pytest.fixture(scope="session")
+async def serving_dsn(dsn: str, settings: Settings) -> str:
+    """The serving role's DSN, as the app logs in."""
+    return await resolve_serving_dsn(settings, dsn)
+
+
+@pytest.fixture
+async def serving_conn(serving_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection as the serving role, outside any transaction wrapper (RLS tests)."""
+    conn = await connect(serving_dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 @pytest.fixture

@@ -20,12 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 async def test_unmigrated_database_is_refused_until_recalld_migrate(
-    dsn: str, admin_conn: asyncpg.Connection, data_dir: Path
+    dsn: str, serving_dsn: str, admin_conn: asyncpg.Connection, data_dir: Path
 ) -> None:
     name = f"ext_{uuid.uuid4().hex[:8]}"
     # CREATE DATABASE takes no parameters; the name is generated above, not user input.
     await admin_conn.execute(f'CREATE DATABASE "{name}"')
-    external = with_database(dsn, name)
+    # An operator's two URLs: the owner migrates, the serving role serves.
+    owner = with_database(dsn, name)
+    external = with_database(serving_dsn, name)
+    # The role is cluster-wide: migrate must keep the password the session's server uses.
+    serving_password = Settings(data_dir=data_dir).serving_password_path.read_text().strip()
     try:
         # Not about semantics: keyword-only keeps the app start fast.
         settings = Settings(
@@ -46,7 +50,13 @@ async def test_unmigrated_database_is_refused_until_recalld_migrate(
             "app.cli",
             "migrate",
             cwd=ROOT,
-            env={"DATABASE_URL": external, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+            env={
+                "DATABASE_URL": external,
+                "RECALLD_MIGRATION_DATABASE_URL": owner,
+                "RECALLD_SERVING_PASSWORD": serving_password,
+                "HF_HUB_OFFLINE": "1",
+                "PATH": "/usr/bin:/bin",
+            },
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -137,31 +137,31 @@ async def test_tenant_never_sees_another_tenants_memories(
 
 
 async def test_row_level_security_alone_hides_other_tenants(
-    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+    client: httpx.AsyncClient, make_tenant: TenantFactory, serving_conn: asyncpg.Connection
 ) -> None:
     a = await make_tenant("a")
     b = await make_tenant("b")
     await client.post("/v1/facts", json={"content": "a's row"}, headers=a.headers())
     await client.post("/v1/facts", json={"content": "b's row"}, headers=b.headers())
     # The tenant filter is deliberately missing from these statements: only RLS bounds them.
-    async with tenant_transaction(admin_conn, [a.id]):
-        rows = await admin_conn.fetch("SELECT tenant_id, content FROM memory")
+    async with tenant_transaction(serving_conn, [a.id]):
+        rows = await serving_conn.fetch("SELECT tenant_id, content FROM memory")
         assert {str(r["tenant_id"]) for r in rows} == {a.id}
         assert [r["content"] for r in rows] == ["a's row"]
-        postings = await admin_conn.fetch("SELECT DISTINCT tenant_id FROM keyword_posting")
+        postings = await serving_conn.fetch("SELECT DISTINCT tenant_id FROM keyword_posting")
         assert {str(r["tenant_id"]) for r in postings} == {a.id}
-        updated = await admin_conn.execute("UPDATE memory SET importance = 1 WHERE content = 'b''s row'")
+        updated = await serving_conn.execute("UPDATE memory SET importance = 1 WHERE content = 'b''s row'")
         assert updated == "UPDATE 0"
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
-            async with admin_conn.transaction():  # savepoint: the outer transaction stays usable
-                await admin_conn.execute(
+            async with serving_conn.transaction():  # savepoint: the outer transaction stays usable
+                await serving_conn.execute(
                     "INSERT INTO memory (tenant_id, id, kind, content, search_text, butler, expires_at) "
                     "VALUES ($1, $2, 'episode', 'forged', 'forged', 'x', now())",
                     uuid.UUID(b.id),
                     uuid.uuid4(),
                 )
-    async with tenant_transaction(admin_conn, []):
-        assert await admin_conn.fetchval("SELECT count(*) FROM memory") == 0
+    async with tenant_transaction(serving_conn, []):
+        assert await serving_conn.fetchval("SELECT count(*) FROM memory") == 0
 
 
 async def test_settings_batches_listings_and_idempotency_keys_stay_in_their_tenant(

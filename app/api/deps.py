@@ -10,6 +10,7 @@ import asyncpg
 from fastapi import Depends, Request
 
 from app.auth import Principal, Role, parse_bearer
+from app.db import acquire
 from app.errors import ApiError
 from app.rate_limit import retry_after_header
 from app.services.tenants import authenticate
@@ -25,7 +26,7 @@ async def get_state(request: Request) -> ServiceState:
 @asynccontextmanager
 async def pooled_connection(state: ServiceState) -> AsyncIterator[asyncpg.Connection]:
     """A connection from the pool, for a REST request or one MCP step (auth, a tool call)."""
-    async with state.pool.acquire() as conn:
+    async with acquire(state.pool, state.settings.pool_acquire_timeout) as conn:
         yield conn
 
 

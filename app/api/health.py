@@ -9,11 +9,15 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import StateDep
+from app.db import acquire
 from app.metrics import observe_pool
 from app.migrate import current_revision, head_revision
 from app.services.ranking import KEYWORD_RANKER
 
 router = APIRouter(tags=["health"])
+
+# Probes time out after a few seconds; answering 503 before that says more than a timeout.
+READINESS_TIMEOUT_SECONDS = 2.0
 
 
 _READY_EXAMPLE: dict[str, Any] = {
@@ -37,11 +41,20 @@ _READY_EXAMPLE: dict[str, Any] = {
     "/healthz",
     summary="Process is up",
     operation_id="healthz",
-    responses={200: {"content": {"application/json": {"example": {"status": "ok"}}}}},
+    responses={
+        200: {"content": {"application/json": {"example": {"status": "ok"}}}},
+        503: {
+            "description": "The embedded PostgreSQL is down and being restarted; a supervisor may "
+            "restart recalld if this persists.",
+            "content": {"application/json": {"example": {"status": "embedded_database_down"}}},
+        },
+    },
 )
-async def healthz() -> dict[str, str]:
-    """Answers as long as the process serves HTTP."""
-    return {"status": "ok"}
+async def healthz(state: StateDep) -> JSONResponse:
+    """Answers while the process serves HTTP and, in embedded mode, its PostgreSQL runs."""
+    if state.supervisor is not None and not state.supervisor.running:
+        return JSONResponse({"status": "embedded_database_down"}, status_code=503)
+    return JSONResponse({"status": "ok"})
 
 
 @router.get(
@@ -75,7 +88,7 @@ async def readyz(state: StateDep) -> JSONResponse:
     checks: dict[str, Any] = {}
     ready = True
     try:
-        async with state.pool.acquire() as conn:
+        async with acquire(state.check_pool, READINESS_TIMEOUT_SECONDS) as conn:
             revision = await current_revision(conn)
         checks["database"] = "ok"
         checks["migrations"] = {"current": revision, "head": head_revision()}

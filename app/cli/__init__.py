@@ -43,8 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     keys_create.add_argument("--tenant", required=True)
     keys_create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
     keys_create.add_argument("--operator", action="store_true", help="may search across tenants when asked")
-    keys_revoke = keys_sub.add_parser("revoke", help="revoke a key by its prefix (or the whole key)")
-    keys_revoke.add_argument("key_prefix")
+    keys_revoke = keys_sub.add_parser(
+        "revoke", help="revoke a key: the whole key, or its prefix (rk_xxxxxxxx) with --tenant"
+    )
+    keys_revoke.add_argument("key", help="the whole key, or its prefix together with --tenant")
+    keys_revoke.add_argument("--tenant", default=None, help="the key's tenant (needed for a prefix)")
     keys.set_defaults(handler=cmd_keys)
 
     scopes = sub.add_parser("scopes", help="per-scope retrieval settings")

@@ -8,18 +8,33 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 
 from app.cli.common import CliError, prepare_database, with_connection
 from app.config import Settings
+from app.db import SERVING_ROLE, connect, set_serving_password
 from app.errors import ApiError
 from app.services import tenants as tenant_service
 
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
 
-def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+
+def build_server(app: FastAPI, settings: Settings) -> uvicorn.Server:
+    """The uvicorn server `recalld serve` runs (also used by tests that need a real HTTP server)."""
     import uvicorn
 
+    from app.redaction import redact_access_log
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    redact_access_log()  # after uvicorn.Config, which (re)configures its loggers
+    return uvicorn.Server(config)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from app.main import create_app
 
     settings = settings.model_copy(
@@ -33,7 +48,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             settings, lambda conn: tenant_service.bootstrap(conn, settings.admin_key_path)
         )
 
-    key = asyncio.run(prepare())
+    # The bootstrap writes tenant and api_key: only the owner may. Without an owner URL an external
+    # database's tenants and keys are created with the admin commands instead.
+    can_bootstrap = settings.database_url is None or settings.migration_database_url is not None
+    key = asyncio.run(prepare()) if can_bootstrap else None
     if key is not None:
         print(
             f"Created tenant 'default' with an admin key (shown once, also saved to {settings.admin_key_path}):\n"
@@ -44,12 +62,22 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     # uvicorn shuts down gracefully, then re-raises the signal it caught to the previous handler.
     # Make that handler a normal exit, so atexit stops the embedded PostgreSQL as well.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level)
+    build_server(create_app(settings), settings).run()
     return 0
 
 
 def cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
-    asyncio.run(prepare_database(settings, migrate=True))
+    async def migrate() -> None:
+        dsn = await prepare_database(settings, migrate=True)
+        if settings.serving_password:
+            conn = await connect(dsn)
+            try:
+                await set_serving_password(conn, settings.serving_password)
+            finally:
+                await conn.close()
+            print(f"serving role {SERVING_ROLE} may log in with RECALLD_SERVING_PASSWORD", file=sys.stderr)
+
+    asyncio.run(migrate())
     print("database schema is at head")
     return 0
 
@@ -75,8 +103,8 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
                 )
             )
             return
-        count = await tenant_service.revoke_keys(conn, args.key_prefix)
-        print(f"revoked {count} key(s)", file=sys.stderr)
+        await tenant_service.revoke_key(conn, args.key, tenant=args.tenant)
+        print("revoked 1 key", file=sys.stderr)
 
     asyncio.run(with_connection(settings, work))
     return 0

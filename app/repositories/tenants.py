@@ -1,4 +1,9 @@
-"""SQL for tenants and API keys (the global registry; no RLS, see migration 0001)."""
+"""SQL for tenants and API keys.
+
+The admin commands run these as the schema owner. The serving role cannot read tenant or api_key
+at all (migration 0007): it authenticates and resolves operator tenants through two SECURITY
+DEFINER functions.
+"""
 
 from __future__ import annotations
 
@@ -33,9 +38,16 @@ async def get_tenant_by_name(conn: asyncpg.Connection, *, name: str) -> Tenant |
     return Tenant(id=str(row["id"]), name=row["name"]) if row else None
 
 
-async def get_tenants_by_names(conn: asyncpg.Connection, *, names: list[str]) -> list[Tenant]:
-    """Tenants with the given names (unknown names are left out)."""
-    rows = await conn.fetch("SELECT id, name FROM tenant WHERE name = ANY($1::text[]) ORDER BY name", names)
+async def operator_tenants(
+    conn: asyncpg.Connection, *, tenant_id: str, key_id: str, names: list[str] | None
+) -> list[Tenant]:
+    """Tenants an operator key may address (all, or those named), by name; none for other keys."""
+    rows = await conn.fetch(
+        "SELECT id, name FROM recalld_operator_tenants($1, $2, $3::text[])",
+        uuid.UUID(tenant_id),
+        uuid.UUID(key_id),
+        names,
+    )
     return [Tenant(id=str(r["id"]), name=r["name"]) for r in rows]
 
 
@@ -71,26 +83,43 @@ async def insert_api_key(
 async def find_principal_by_hash(conn: asyncpg.Connection, *, key_hash: bytes) -> Principal | None:
     """The principal of a live (not revoked) key."""
     row = await conn.fetchrow(
-        "SELECT k.tenant_id, t.name AS tenant_name, k.id, k.role, k.operator "
-        "FROM api_key k JOIN tenant t ON t.id = k.tenant_id "
-        "WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
-        key_hash,
+        "SELECT tenant_id, tenant_name, key_id, role, operator FROM recalld_authenticate($1)", key_hash
     )
     if row is None:
         return None
     return Principal(
         tenant_id=str(row["tenant_id"]),
         tenant_name=row["tenant_name"],
-        key_id=str(row["id"]),
+        key_id=str(row["key_id"]),
         role=row["role"],
         operator=row["operator"],
     )
 
 
-async def revoke_keys_by_prefix(conn: asyncpg.Connection, *, prefix: str) -> int:
-    """Revoke every live key whose prefix matches; returns how many."""
+async def revoke_key_by_hash(conn: asyncpg.Connection, *, key_hash: bytes) -> bool:
+    """Revoke the live key with this hash; False when there is none."""
     result: str = await conn.execute(
-        "UPDATE api_key SET revoked_at = now() WHERE prefix = $1 AND revoked_at IS NULL", prefix
+        "UPDATE api_key SET revoked_at = now() WHERE key_hash = $1 AND revoked_at IS NULL", key_hash
+    )
+    return result != "UPDATE 0"
+
+
+async def count_live_keys_by_prefix(conn: asyncpg.Connection, *, tenant_id: str, prefix: str) -> int:
+    """How many live keys of one tenant have this prefix."""
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM api_key WHERE tenant_id = $1 AND prefix = $2 AND revoked_at IS NULL",
+        uuid.UUID(tenant_id),
+        prefix,
+    )
+    return count
+
+
+async def revoke_keys_by_prefix(conn: asyncpg.Connection, *, tenant_id: str, prefix: str) -> int:
+    """Revoke the live keys of one tenant whose prefix matches; returns how many."""
+    result: str = await conn.execute(
+        "UPDATE api_key SET revoked_at = now() WHERE tenant_id = $1 AND prefix = $2 AND revoked_at IS NULL",
+        uuid.UUID(tenant_id),
+        prefix,
     )
     return int(result.split()[-1])
 

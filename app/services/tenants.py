@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import os
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
 
-from app.auth import Principal, Role, hash_key, mint_key
+from app.auth import KEY_PATTERN, KEY_PREFIX, Principal, Role, hash_key, mint_key
 from app.errors import ApiError
 from app.repositories import tenants as repo
 from app.repositories.tenants import Tenant
+from app.secret_files import write_secret
 
 # Serialises concurrent first starts on one database, so only one creates the default tenant.
 _BOOTSTRAP_LOCK = 72410002
@@ -63,13 +64,33 @@ async def create_key(conn: asyncpg.Connection, *, tenant: str, role: Role, opera
     return key.plain
 
 
-async def revoke_keys(conn: asyncpg.Connection, key_or_prefix: str) -> int:
-    """Revoke the live keys with this prefix (or of this whole key); 404 when there is none."""
-    prefix = key_or_prefix.removeprefix("rk_").split("_")[0]
-    count = await repo.revoke_keys_by_prefix(conn, prefix=prefix)
+async def revoke_key(conn: asyncpg.Connection, key_or_prefix: str, *, tenant: str | None) -> None:
+    """Revoke exactly one live key: the whole key, or its prefix within one tenant.
+
+    A 32-bit prefix alone could name keys of several tenants; it never revokes across them.
+    """
+    if KEY_PATTERN.fullmatch(key_or_prefix):
+        if not await repo.revoke_key_by_hash(conn, key_hash=hash_key(key_or_prefix)):
+            raise ApiError(404, "not_found", "no live key matches the given key")
+        return
+    if tenant is None:
+        raise ApiError(
+            422,
+            "validation_error",
+            "a prefix names a key only within its tenant: pass --tenant NAME, or give the whole key",
+        )
+    found = await tenant_by_name(conn, tenant)
+    prefix = key_or_prefix.removeprefix(KEY_PREFIX).split("_")[0]
+    count = await repo.count_live_keys_by_prefix(conn, tenant_id=found.id, prefix=prefix)
     if count == 0:
-        raise ApiError(404, "not_found", f"no live key with prefix {key_or_prefix!r}")
-    return count
+        raise ApiError(404, "not_found", f"no live key of tenant {tenant!r} has the prefix {prefix!r}")
+    if count > 1:
+        raise ApiError(
+            409,
+            "conflict",
+            f"{count} live keys of tenant {tenant!r} share the prefix {prefix!r}; give the whole key",
+        )
+    await repo.revoke_keys_by_prefix(conn, tenant_id=found.id, prefix=prefix)
 
 
 async def bootstrap(conn: asyncpg.Connection, admin_key_path: Path) -> str | None:
@@ -80,11 +101,10 @@ async def bootstrap(conn: asyncpg.Connection, admin_key_path: Path) -> str | Non
             return None
         await repo.create_tenant(conn, name="default")
         plain = await create_key(conn, tenant="default", role="admin", operator=False)
-    admin_key_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(admin_key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(plain + "\n")
-    os.chmod(admin_key_path, 0o600)
+        # Saved before the commit: a crash after it must not leave a tenant whose only admin key
+        # nobody has. A crash before it leaves a file with an unknown key, and the next start
+        # bootstraps (and replaces the file) again.
+        await asyncio.to_thread(write_secret, admin_key_path, plain + "\n")
     return plain
 
 
@@ -96,10 +116,15 @@ async def resolve_tenants(
         return [principal.tenant_id]
     if not principal.operator:
         raise ApiError(403, "forbidden", "cross-tenant retrieval needs an operator key")
+    # Through a SECURITY DEFINER function: the serving role cannot read the tenant table, and
+    # the function lists tenants only for a live operator key.
+    names = None if all_tenants else list(tenants or ())
+    found = await repo.operator_tenants(
+        conn, tenant_id=principal.tenant_id, key_id=principal.key_id, names=names
+    )
     if all_tenants:
-        return [t.id for t in await repo.list_tenants(conn)]
+        return [t.id for t in found]
     assert tenants is not None
-    found = await repo.get_tenants_by_names(conn, names=list(tenants))
     missing = sorted(set(tenants) - {t.name for t in found})
     if missing:
         raise ApiError(404, "not_found", f"unknown tenant {missing[0]}", {"missing": missing})
