@@ -12,12 +12,12 @@ import asyncpg
 import pytest
 
 from app.auth import hash_key
-from app.cli import bootstrap
 from app.config import Settings
 from app.db import connect
 from app.embedded_pg import with_database
 from app.migrate import upgrade_to_head
 from app.repositories import tenants as tenant_repo
+from app.services.tenants import bootstrap
 from tests.conftest import TenantFactory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,11 +89,11 @@ async def test_bootstrap_that_cannot_save_the_admin_key_creates_nothing(
             # The key file cannot be written (a crash at that moment has the same effect).
             settings.admin_key_path.mkdir(parents=True)
             with pytest.raises(OSError):
-                await bootstrap(conn, settings)
+                await bootstrap(conn, settings.admin_key_path)
             assert await tenant_repo.count_tenants(conn) == 0  # so the next start bootstraps again
 
             settings.admin_key_path.rmdir()
-            key = await bootstrap(conn, settings)
+            key = await bootstrap(conn, settings.admin_key_path)
             assert key is not None
             assert settings.admin_key_path.read_text() == key + "\n"
             assert settings.admin_key_path.stat().st_mode & 0o777 == 0o600
