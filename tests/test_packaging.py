@@ -10,10 +10,12 @@ import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from app.cli import build_parser
+from app.db import SERVING_ROLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +36,19 @@ def test_compose_has_database_with_healthcheck_and_api_depending_on_it() -> None
     assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert api["environment"]["DATABASE_URL"].startswith("postgresql://")
     assert set(_compose()["volumes"]) >= {"pgdata", "recalld-data"}
+
+
+def test_compose_serves_as_the_serving_role_and_migrates_as_the_owner() -> None:
+    services = _compose()["services"]
+    owner = services["db"]["environment"]["POSTGRES_USER"]
+    serving = urlsplit(services["api"]["environment"]["DATABASE_URL"])
+    migrate = services["migrate"]["environment"]
+    assert serving.username == SERVING_ROLE != owner
+    assert "RECALLD_MIGRATION_DATABASE_URL" not in services["api"]["environment"]
+    assert urlsplit(migrate["RECALLD_MIGRATION_DATABASE_URL"]).username == owner
+    # migrate gives the serving role exactly the password the api logs in with.
+    assert migrate["RECALLD_SERVING_PASSWORD"] == serving.password
+    assert urlsplit(migrate["DATABASE_URL"]).username == SERVING_ROLE
 
 
 def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
