@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.cli import build_server
+from app.cli.admin import build_server
 from app.config import Settings
 from app.main import create_app
 from app.state import ServiceState
