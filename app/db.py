@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
@@ -82,6 +84,64 @@ async def acquire(pool: asyncpg.Pool, wait_seconds: float) -> AsyncIterator[asyn
         raise
     finally:
         await pool.release(conn)
+
+
+# A whole unit of work is re-run this many times at most when PostgreSQL aborts it for a
+# serialization failure or a deadlock (40001/40P01); the wait between tries grows and is jittered
+# so the transactions that collided do not collide again.
+RETRY_ATTEMPTS = 3
+RETRY_BASE_SECONDS = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """Where services get connections: from the pool, only around their database work."""
+
+    pool: asyncpg.Pool
+    acquire_seconds: float
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for work outside a tenant transaction (authentication)."""
+        async with acquire(self.pool, self.acquire_seconds) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def transaction(
+        self, tenant_ids: Sequence[str], *, readonly: bool = False, synchronous_commit: bool = True
+    ) -> AsyncIterator[asyncpg.Connection]:
+        """A connection in one tenant transaction, returned to the pool when the block ends."""
+        async with (
+            self.connection() as conn,
+            tenant_transaction(conn, tenant_ids, readonly=readonly, synchronous_commit=synchronous_commit),
+        ):
+            yield conn
+
+    async def run[T](
+        self,
+        tenant_ids: Sequence[str],
+        work: Callable[[asyncpg.Connection], Awaitable[T]],
+        *,
+        readonly: bool = False,
+        synchronous_commit: bool = True,
+    ) -> T:
+        """work(conn) in one tenant transaction, re-run whole after a serialization failure or deadlock.
+
+        work must only touch the database through conn: a failed try is rolled back completely,
+        so running it again is safe.
+        """
+        for attempt in range(1, RETRY_ATTEMPTS + 1):
+            try:
+                async with self.transaction(
+                    tenant_ids, readonly=readonly, synchronous_commit=synchronous_commit
+                ) as conn:
+                    return await work(conn)
+            except (asyncpg.SerializationError, asyncpg.DeadlockDetectedError) as exc:
+                if attempt == RETRY_ATTEMPTS:
+                    raise
+                log.warning("transaction aborted (%s), try %d of %d", exc.sqlstate, attempt, RETRY_ATTEMPTS)
+                await asyncio.sleep(random.uniform(0.5, 1.5) * RETRY_BASE_SECONDS * 2**attempt)
+        raise AssertionError("unreachable: the last try returns or raises")
 
 
 def normalise_dsn(url: str) -> str:

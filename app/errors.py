@@ -6,6 +6,7 @@ import json
 import logging
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -159,3 +160,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     for error_class in UNAVAILABLE_ERRORS:
         app.add_exception_handler(error_class, _unavailable)
+
+    async def _collided(request: Request, exc: Exception) -> JSONResponse:
+        # Database.run retried the unit of work and it collided every time: nothing was stored.
+        log.warning(
+            "transaction kept colliding on %s %s: %s", request.method, request.url.path, type(exc).__name__
+        )
+        return JSONResponse(
+            error_body("database_busy", "concurrent writes kept colliding; nothing was stored, retry"),
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
+    app.add_exception_handler(asyncpg.TransactionRollbackError, _collided)

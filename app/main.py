@@ -15,7 +15,7 @@ from app.api.openapi import install_openapi
 from app.api.pages import install_pages
 from app.body_limit import BodyLimitMiddleware
 from app.config import Settings, get_settings
-from app.db import acquire, create_pool
+from app.db import Database, acquire, create_pool
 from app.embedded_pg import pgdata_dir
 from app.embeddings.factory import build_embedder
 from app.errors import install_error_handlers
@@ -76,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 pool=pool,
                 embedder=embedder,
                 schema_revision=revision,
+                db=Database(pool, settings.pool_acquire_timeout),
                 check_pool=check_pool,
                 reranker=reranker,
                 rate_limiter=RateLimiter(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from app.config import Settings
+from app.db import Database
 from app.embeddings.base import Embedder
 from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
@@ -22,6 +23,8 @@ class ServiceState:
     pool: asyncpg.Pool
     embedder: Embedder | None
     schema_revision: str
+    # What services use: pooled connections only around their work, with a bounded wait.
+    db: Database
     # /readyz's own connection: it must answer while request traffic holds every pooled one.
     check_pool: asyncpg.Pool
     reranker: Reranker | None = None

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ConnDep, Reader, StateDep, Writer
+from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.code import CodeFilesIn, ResearchIn, index_body, listing_body
 from app.services import code as service
 from app.services import code_research as research_service
@@ -48,10 +48,10 @@ RepositoryQuery = Annotated[
         422: {"description": "Bad path or body."},
     },
 )
-async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def put_files(body: CodeFilesIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Parse at symbol boundaries (Swift, Python, TypeScript/JavaScript, Go), embed, store symbols and edges."""
     stats = await service.ingest_files(
-        conn,
+        db,
         state.embedder,
         principal,
         repository=body.repository,
@@ -84,9 +84,9 @@ async def put_files(body: CodeFilesIn, state: StateDep, conn: ConnDep, principal
         }
     },
 )
-async def list_files(conn: ConnDep, principal: Reader, repository: RepositoryQuery) -> dict[str, Any]:
+async def list_files(db: DbDep, principal: Reader, repository: RepositoryQuery) -> dict[str, Any]:
     """Every indexed path with its content hash."""
-    files = await service.list_files(conn, principal, repository=repository)
+    files = await service.list_files(db, principal, repository=repository)
     return listing_body(repository, files)
 
 
@@ -98,7 +98,7 @@ async def list_files(conn: ConnDep, principal: Reader, repository: RepositoryQue
     responses={404: {"description": "Not indexed in this tenant."}},
 )
 async def delete_file(
-    conn: ConnDep,
+    db: DbDep,
     principal: Writer,
     repository: RepositoryQuery,
     path: Annotated[
@@ -111,7 +111,7 @@ async def delete_file(
     ],
 ) -> Response:
     """Forget a file's chunks, symbols and edges."""
-    await service.delete_file(conn, principal, repository=repository, path=path)
+    await service.delete_file(db, principal, repository=repository, path=path)
     return Response(status_code=204)
 
 
@@ -146,10 +146,10 @@ async def delete_file(
         422: {"description": "Question not understood."},
     },
 )
-async def code_research(body: ResearchIn, conn: ConnDep, principal: Reader) -> dict[str, Any]:
+async def code_research(body: ResearchIn, db: DbDep, principal: Reader) -> dict[str, Any]:
     """Implementations (incl. extension conformances), callers/callees with chains, related components, module dependencies."""
     return await research_service.answer(
-        conn,
+        db,
         principal,
         query=body.query,
         kind=body.kind,

@@ -1,16 +1,14 @@
-"""Request dependencies: state, the request's one connection, and the authenticated principal."""
+"""Request dependencies: state, the database handle, and the authenticated principal."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-import asyncpg
 from fastapi import Depends, Request
 
 from app.auth import Principal, Role, parse_bearer
-from app.db import acquire
+from app.db import Database
 from app.errors import ApiError
 from app.rate_limit import retry_after_header
 from app.services.tenants import authenticate
@@ -23,29 +21,18 @@ async def get_state(request: Request) -> ServiceState:
     return state
 
 
-@asynccontextmanager
-async def pooled_connection(state: ServiceState) -> AsyncIterator[asyncpg.Connection]:
-    """A connection from the pool, for a REST request or one MCP step (auth, a tool call)."""
-    async with acquire(state.pool, state.settings.pool_acquire_timeout) as conn:
-        yield conn
+async def get_db(state: Annotated[ServiceState, Depends(get_state)]) -> Database:
+    """The services' database handle; connections are taken only around database work."""
+    return state.db
 
 
-async def get_connection(
-    state: Annotated[ServiceState, Depends(get_state)],
-) -> AsyncIterator[asyncpg.Connection]:
-    """One pooled connection for the whole request (auth and work share it)."""
-    async with pooled_connection(state) as conn:
-        yield conn
-
-
-async def get_principal(
-    request: Request, conn: Annotated[asyncpg.Connection, Depends(get_connection)]
-) -> Principal:
+async def get_principal(request: Request, db: Annotated[Database, Depends(get_db)]) -> Principal:
     """Authenticate the bearer key; 401 when missing, unknown or revoked."""
     plain = parse_bearer(request.headers.get("authorization"))
     if plain is None:
         raise ApiError(401, "unauthorized", "missing API key: send 'Authorization: Bearer <key>'")
-    principal = await authenticate(conn, plain)
+    async with db.connection() as conn:
+        principal = await authenticate(conn, plain)
     if principal is None:
         raise ApiError(401, "unauthorized", "invalid or revoked API key")
     limiter = (await get_state(request)).rate_limiter
@@ -80,7 +67,7 @@ def require_role(role: Role) -> Callable[[Principal], Awaitable[Principal]]:
 
 
 StateDep = Annotated[ServiceState, Depends(get_state)]
-ConnDep = Annotated[asyncpg.Connection, Depends(get_connection)]
+DbDep = Annotated[Database, Depends(get_db)]
 Reader = Annotated[Principal, Depends(require_role("reader"))]
 Writer = Annotated[Principal, Depends(require_role("writer"))]
 Admin = Annotated[Principal, Depends(require_role("admin"))]

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import ConnDep, Reader, StateDep, Writer
+from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
 from app.services import documents as service
 
@@ -23,10 +23,10 @@ router = APIRouter(prefix="/v1", tags=["documents"])
         422: {"description": "Bad path (absolute, '..', not markdown/text) or content."},
     },
 )
-async def put_document(body: DocumentIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def put_document(body: DocumentIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Chunk (~400 tokens, 80 overlap, whole lines), embed changed chunks, replace the file's chunks atomically."""
     result = await service.upload_document(
-        conn,
+        db,
         state.embedder,
         principal,
         path=body.path,
@@ -46,7 +46,7 @@ async def put_document(body: DocumentIn, state: StateDep, conn: ConnDep, princip
     responses={404: {"description": "No such file in this tenant."}},
 )
 async def get_document(
-    conn: ConnDep,
+    db: DbDep,
     principal: Reader,
     path: Annotated[
         str,
@@ -76,7 +76,7 @@ async def get_document(
     ] = None,
 ) -> dict[str, Any]:
     """memory_get for files: the whole file, or `lines` lines starting at `from`."""
-    return await service.read_slice(conn, principal, path=path, start=from_line, lines=lines)
+    return await service.read_slice(db, principal, path=path, start=from_line, lines=lines)
 
 
 @router.get(
@@ -85,9 +85,9 @@ async def get_document(
     operation_id="document_list",
     summary="List stored files",
 )
-async def list_documents(conn: ConnDep, principal: Reader) -> dict[str, Any]:
+async def list_documents(db: DbDep, principal: Reader) -> dict[str, Any]:
     """Every stored path with its content hash."""
-    return {"documents": await service.list_paths(conn, principal)}
+    return {"documents": await service.list_paths(db, principal)}
 
 
 @router.delete(
@@ -101,7 +101,7 @@ async def list_documents(conn: ConnDep, principal: Reader) -> dict[str, Any]:
     },
 )
 async def delete_document(
-    conn: ConnDep,
+    db: DbDep,
     principal: Writer,
     path: Annotated[
         str,
@@ -113,5 +113,5 @@ async def delete_document(
     ],
 ) -> Response:
     """Delete a file and its chunks."""
-    await service.delete(conn, principal, path=path)
+    await service.delete(db, principal, path=path)
     return Response(status_code=204)

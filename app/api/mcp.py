@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import ensure_role, get_principal, get_state, pooled_connection
+from app.api.deps import ensure_role, get_principal, get_state
 from app.api.mcp_tools import TOOLS, Tool
 from app.auth import Principal
 from app.config import Settings
@@ -126,8 +126,7 @@ async def _run(tool: Tool, caller: _Caller, arguments: dict[str, Any]) -> dict[s
         parsed = tool.arguments.model_validate(arguments)
     except ValidationError as exc:
         raise invalid_input(model_error_details(exc)) from exc
-    async with pooled_connection(caller.state) as conn:
-        result = await tool.run(caller.state, conn, caller.principal, parsed)
+    result = await tool.run(caller.state, caller.state.db, caller.principal, parsed)
     return tool.serialise(result)
 
 
@@ -176,8 +175,7 @@ class McpEndpoint:
                 403, "forbidden", f"origin {origin!r} may not call /mcp (RECALLD_MCP_ALLOWED_ORIGINS)"
             )
         state = await get_state(request)
-        async with pooled_connection(state) as conn:
-            principal = await get_principal(request, conn)
+        principal = await get_principal(request, state.db)
         await self.manager.handle_request({**scope, _CALLER: _Caller(state, principal)}, receive, send)
 
 

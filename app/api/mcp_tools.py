@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_jsonable_python
 
@@ -17,6 +16,7 @@ from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, Doc
 from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
+from app.db import Database
 from app.ingest.paths import MAX_PATH_CHARS
 from app.services import code as code_service
 from app.services import code_research
@@ -114,7 +114,7 @@ class CodeFileDeleted(BaseModel):
     deleted: bool
 
 
-Run = Callable[[ServiceState, asyncpg.Connection, Principal, Any], Awaitable[Any]]
+Run = Callable[[ServiceState, Database, Principal, Any], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,93 +142,77 @@ class Tool:
         )
 
 
-async def _search(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: SearchIn) -> Any:
-    return (await search_service.search(state, conn, who, args.to_domain()))[0]
+async def _search(state: ServiceState, db: Database, who: Principal, args: SearchIn) -> Any:
+    return (await search_service.search(state, db, who, args.to_domain()))[0]
 
 
-async def _recall(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: RecallIn) -> Any:
-    return (await recall_service.recall(state, conn, who, args.to_domain()))[0]
+async def _recall(state: ServiceState, db: Database, who: Principal, args: RecallIn) -> Any:
+    return (await recall_service.recall(state, db, who, args.to_domain()))[0]
 
 
-async def _get(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
-    return await memory_service.get_memory(conn, who, args.id)
+async def _get(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> Any:
+    return await memory_service.get_memory(db, who, args.id)
 
 
-async def _list(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryListIn) -> Any:
+async def _list(state: ServiceState, db: Database, who: Principal, args: MemoryListIn) -> Any:
     return await memory_service.list_memories(
-        conn, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor
+        db, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor
     )
 
 
 async def _store(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: FactIn | RuleIn | EpisodeIn
+    state: ServiceState, db: asyncpg.Connection, who: Principal, args: FactIn | RuleIn | EpisodeIn
 ) -> Any:
     return (
-        await memory_service.write_memories(conn, state.embedder, who, [args.to_draft()], quota=state.quota)
+        await memory_service.write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota)
     )[0]
 
 
-async def _store_batch(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: BatchIn) -> Any:
+async def _store_batch(state: ServiceState, db: Database, who: Principal, args: BatchIn) -> Any:
     drafts = [item.to_draft() for item in args.items]
-    return {
-        "items": await memory_service.write_memories(conn, state.embedder, who, drafts, quota=state.quota)
-    }
+    return {"items": await memory_service.write_memories(db, state.embedder, who, drafts, quota=state.quota)}
 
 
-async def _confirm(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
-    return await memory_service.confirm(conn, who, args.id)
+async def _confirm(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> Any:
+    return await memory_service.confirm(db, who, args.id)
 
 
-async def _forget(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: MemoryIdIn) -> Any:
-    await memory_service.forget(conn, state.embedder, who, args.id)
+async def _forget(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> Any:
+    await memory_service.forget(db, state.embedder, who, args.id)
     return {"id": args.id, "forgotten": True}
 
 
-async def _scope_put(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: ScopeSettingsIn
-) -> Any:
-    return await store_scope_settings(conn, tenant_id=who.tenant_id, scope=args.scope, settings=args.settings)
+async def _scope_put(state: ServiceState, db: Database, who: Principal, args: ScopeSettingsIn) -> Any:
+    return await store_scope_settings(db, tenant_id=who.tenant_id, scope=args.scope, settings=args.settings)
 
 
-async def _scope_get(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: ScopeIn) -> Any:
-    return await read_scope_settings(conn, tenant_id=who.tenant_id, scope=args.scope)
+async def _scope_get(state: ServiceState, db: Database, who: Principal, args: ScopeIn) -> Any:
+    return await read_scope_settings(db, tenant_id=who.tenant_id, scope=args.scope)
 
 
-async def _document_put(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: DocumentIn
-) -> Any:
+async def _document_put(state: ServiceState, db: Database, who: Principal, args: DocumentIn) -> Any:
     result = await document_service.upload_document(
-        conn, state.embedder, who, path=args.path, content=args.content, scope=args.scope, quota=state.quota
+        db, state.embedder, who, path=args.path, content=args.content, scope=args.scope, quota=state.quota
     )
     return upload_body(result)
 
 
-async def _document_get(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: DocumentSliceIn
-) -> Any:
-    return await document_service.read_slice(
-        conn, who, path=args.path, start=args.from_line, lines=args.lines
-    )
+async def _document_get(state: ServiceState, db: Database, who: Principal, args: DocumentSliceIn) -> Any:
+    return await document_service.read_slice(db, who, path=args.path, start=args.from_line, lines=args.lines)
 
 
-async def _document_delete(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: DocumentPathIn
-) -> Any:
-    await document_service.delete(conn, who, path=args.path)
+async def _document_delete(state: ServiceState, db: Database, who: Principal, args: DocumentPathIn) -> Any:
+    await document_service.delete(db, who, path=args.path)
     return {"path": args.path, "deleted": True}
 
 
-async def _document_list(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: NoArguments
-) -> Any:
-    return {"documents": await document_service.list_paths(conn, who)}
+async def _document_list(state: ServiceState, db: Database, who: Principal, args: NoArguments) -> Any:
+    return {"documents": await document_service.list_paths(db, who)}
 
 
-async def _code_index(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: CodeFilesIn
-) -> Any:
+async def _code_index(state: ServiceState, db: Database, who: Principal, args: CodeFilesIn) -> Any:
     stats = await code_service.ingest_files(
-        conn,
+        db,
         state.embedder,
         who,
         repository=args.repository,
@@ -238,23 +222,19 @@ async def _code_index(
     return index_body(args.repository, stats)
 
 
-async def _code_list(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: RepositoryIn
-) -> Any:
-    files = await code_service.list_files(conn, who, repository=args.repository)
+async def _code_list(state: ServiceState, db: Database, who: Principal, args: RepositoryIn) -> Any:
+    files = await code_service.list_files(db, who, repository=args.repository)
     return listing_body(args.repository, files)
 
 
-async def _code_delete(
-    state: ServiceState, conn: asyncpg.Connection, who: Principal, args: CodeFileRefIn
-) -> Any:
-    await code_service.delete_file(conn, who, repository=args.repository, path=args.path)
+async def _code_delete(state: ServiceState, db: Database, who: Principal, args: CodeFileRefIn) -> Any:
+    await code_service.delete_file(db, who, repository=args.repository, path=args.path)
     return {"repository": args.repository, "path": args.path, "deleted": True}
 
 
-async def _research(state: ServiceState, conn: asyncpg.Connection, who: Principal, args: ResearchIn) -> Any:
+async def _research(state: ServiceState, db: Database, who: Principal, args: ResearchIn) -> Any:
     return await code_research.answer(
-        conn,
+        db,
         who,
         query=args.query,
         kind=args.kind,

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response
 
-from app.api.deps import ConnDep, Reader, StateDep, Writer
+from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.common import MemoryType, ScopeName
 from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
 from app.services import memories as service
@@ -48,10 +48,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     summary="Store a fact",
     responses=_ERRORS,
 )
-async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def store_fact(body: FactIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Store a fact; with `supersedes`, the old fact is marked superseded in the same transaction."""
     return (
-        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
     )[0]
 
 
@@ -63,10 +63,10 @@ async def store_fact(body: FactIn, state: StateDep, conn: ConnDep, principal: Wr
     summary="Store a rule",
     responses=_ERRORS,
 )
-async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def store_rule(body: RuleIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Store a rule or learned preference (confidence defaults to 0.5)."""
     return (
-        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
     )[0]
 
 
@@ -78,10 +78,10 @@ async def store_rule(body: RuleIn, state: StateDep, conn: ConnDep, principal: Wr
     summary="Store an episode",
     responses=_ERRORS,
 )
-async def store_episode(body: EpisodeIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def store_episode(body: EpisodeIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Store an episode of a butler (expires after 7 days unless expires_at says otherwise)."""
     return (
-        await service.write_memories(conn, state.embedder, principal, [body.to_draft()], quota=state.quota)
+        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
     )[0]
 
 
@@ -93,11 +93,11 @@ async def store_episode(body: EpisodeIn, state: StateDep, conn: ConnDep, princip
     summary="Store up to 1,000 memories at once",
     responses=_ERRORS,
 )
-async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def store_batch(body: BatchIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
     """All or nothing; answers the stored memories in request order; embeds in batches."""
     return {
         "items": await service.write_memories(
-            conn, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
+            db, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
         )
     }
 
@@ -113,7 +113,7 @@ async def store_batch(body: BatchIn, state: StateDep, conn: ConnDep, principal: 
     },
 )
 async def list_memories(
-    conn: ConnDep,
+    db: DbDep,
     principal: Reader,
     memory_type: Annotated[
         MemoryType,
@@ -150,7 +150,7 @@ async def list_memories(
 ) -> dict[str, Any]:
     """Browse stored memories, newest first; unlike memory_get this does not count as a retrieval."""
     return await service.list_memories(
-        conn, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor
+        db, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor
     )
 
 
@@ -161,9 +161,9 @@ async def list_memories(
     summary="Get one memory",
     responses=_BY_ID,
 )
-async def get_memory(memory_id: MemoryId, conn: ConnDep, principal: Reader) -> dict[str, Any]:
+async def get_memory(memory_id: MemoryId, db: DbDep, principal: Reader) -> dict[str, Any]:
     """One memory by id; counts as a retrieval (reference_count + 1)."""
-    return await service.get_memory(conn, principal, memory_id)
+    return await service.get_memory(db, principal, memory_id)
 
 
 @router.post(
@@ -173,9 +173,9 @@ async def get_memory(memory_id: MemoryId, conn: ConnDep, principal: Reader) -> d
     summary="Confirm a fact or rule",
     responses=_WRITE_BY_ID,
 )
-async def confirm_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) -> dict[str, Any]:
+async def confirm_memory(memory_id: MemoryId, db: DbDep, principal: Writer) -> dict[str, Any]:
     """Reset last_confirmed_at to now, restoring full confidence."""
-    return await service.confirm(conn, principal, memory_id)
+    return await service.confirm(db, principal, memory_id)
 
 
 @router.delete(
@@ -185,7 +185,7 @@ async def confirm_memory(memory_id: MemoryId, conn: ConnDep, principal: Writer) 
     summary="Forget a memory",
     responses=_WRITE_BY_ID,
 )
-async def forget_memory(memory_id: MemoryId, state: StateDep, conn: ConnDep, principal: Writer) -> Response:
+async def forget_memory(memory_id: MemoryId, state: StateDep, db: DbDep, principal: Writer) -> Response:
     """Delete a memory for good."""
-    await service.forget(conn, state.embedder, principal, memory_id)
+    await service.forget(db, state.embedder, principal, memory_id)
     return Response(status_code=204)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Path, Request
 from pydantic import ValidationError
 
-from app.api.deps import Admin, ConnDep, Reader
+from app.api.deps import Admin, DbDep, Reader
 from app.api.schemas.common import ScopeName
 from app.errors import ApiError, model_error_details
 from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
@@ -40,7 +40,7 @@ _TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
 )
 async def put_settings(
     request: Request,
-    conn: ConnDep,
+    db: DbDep,
     principal: Admin,
     scope: ScopeName = Path(
         ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
@@ -67,7 +67,7 @@ async def put_settings(
             raise ApiError(
                 422, "validation_error", "invalid scope settings", model_error_details(exc)
             ) from exc
-    return await store_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope, settings=settings)
+    return await store_scope_settings(db, tenant_id=principal.tenant_id, scope=scope, settings=settings)
 
 
 @router.get(
@@ -78,11 +78,11 @@ async def put_settings(
     summary="Get a scope's retrieval settings",
 )
 async def get_settings(
-    conn: ConnDep,
+    db: DbDep,
     principal: Reader,
     scope: ScopeName = Path(
         ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
     ),
 ) -> Any:
     """The stored settings of one scope (empty object when none)."""
-    return await read_scope_settings(conn, tenant_id=principal.tenant_id, scope=scope)
+    return await read_scope_settings(db, tenant_id=principal.tenant_id, scope=scope)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic_core import to_json
 
-from app.api.deps import ConnDep, Reader, StateDep
+from app.api.deps import DbDep, Reader, StateDep
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.services import recall as recall_service
 from app.services import search as service
@@ -40,9 +40,9 @@ def _json(state: ServiceState, result: dict[str, Any], timings: Timings) -> Resp
     summary="Search memories (hybrid, semantic or keyword)",
     responses=_ERRORS,
 )
-async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
+async def memory_search(body: SearchIn, state: StateDep, db: DbDep, principal: Reader) -> Response:
     """Hybrid BM25 + vector retrieval fused with RRF (or weighted); every result explains its score."""
-    result, timings = await service.search(state, conn, principal, body.to_domain())
+    result, timings = await service.search(state, db, principal, body.to_domain())
     return _json(state, result, timings)
 
 
@@ -53,7 +53,7 @@ async def memory_search(body: SearchIn, state: StateDep, conn: ConnDep, principa
     summary="Recall facts and rules for a topic",
     responses=_ERRORS,
 )
-async def memory_recall(body: RecallIn, state: StateDep, conn: ConnDep, principal: Reader) -> Response:
+async def memory_recall(body: RecallIn, state: StateDep, db: DbDep, principal: Reader) -> Response:
     """Composite score: relevance, importance, recency and effective confidence, each reported."""
-    result, timings = await recall_service.recall(state, conn, principal, body.to_domain())
+    result, timings = await recall_service.recall(state, db, principal, body.to_domain())
     return _json(state, result, timings)

@@ -14,7 +14,7 @@ import asyncpg
 
 from app.cli.common import CliError, prepare_database, with_connection
 from app.config import Settings
-from app.db import SERVING_ROLE, connect, set_serving_password
+from app.db import SERVING_ROLE, Database, connect, create_pool, set_serving_password
 from app.errors import ApiError
 from app.services import tenants as tenant_service
 
@@ -129,10 +129,17 @@ def cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError("butler.toml has no [butler] name; pass --scope")
     check_scope_name(scope)
 
-    async def work(conn: asyncpg.Connection) -> None:
-        tenant = await tenant_service.tenant_by_name(conn, args.tenant)
-        await store_scope_settings(conn, tenant_id=tenant.id, scope=scope, settings=scope_settings)
+    async def work() -> None:
+        # The service path, over a one-connection pool of the owner's DSN.
+        pool = await create_pool(await prepare_database(settings), settings, size=1)
+        try:
+            db = Database(pool, settings.pool_acquire_timeout)
+            async with db.connection() as conn:
+                tenant = await tenant_service.tenant_by_name(conn, args.tenant)
+            await store_scope_settings(db, tenant_id=tenant.id, scope=scope, settings=scope_settings)
+        finally:
+            await pool.close()
         print(f"imported settings for scope {scope!r} of tenant {args.tenant!r}", file=sys.stderr)
 
-    asyncio.run(with_connection(settings, work))
+    asyncio.run(work())
     return 0

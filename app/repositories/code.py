@@ -80,6 +80,18 @@ async def upsert_file(
     )
 
 
+async def forget_content_hash(
+    conn: asyncpg.Connection, *, tenant_id: str, repository: str, path: str
+) -> None:
+    """Make the next index of this file re-parse it, whatever its content (a chunk was deleted)."""
+    await conn.execute(
+        "UPDATE code_file SET content_hash = '' WHERE tenant_id = $1 AND repository = $2 AND path = $3",
+        uuid.UUID(tenant_id),
+        repository,
+        path,
+    )
+
+
 async def delete_file_index(conn: asyncpg.Connection, *, tenant_id: str, repository: str, path: str) -> None:
     """Drop a file's symbols and edges (its chunks are handled with the memory rows)."""
     tid = uuid.UUID(tenant_id)

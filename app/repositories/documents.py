@@ -44,6 +44,13 @@ async def upsert_document(
     )
 
 
+async def forget_content_hash(conn: asyncpg.Connection, *, tenant_id: str, path: str) -> None:
+    """Make the next upload of path re-chunk it, whatever its content (a chunk was deleted)."""
+    await conn.execute(
+        "UPDATE document SET content_hash = '' WHERE tenant_id = $1 AND path = $2", uuid.UUID(tenant_id), path
+    )
+
+
 async def delete_document(conn: asyncpg.Connection, *, tenant_id: str, path: str) -> bool:
     """Delete a file and its chunks; False when the path is unknown."""
     await conn.execute(

@@ -263,25 +263,30 @@ async def kind_of(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) ->
 
 @dataclass(frozen=True, slots=True)
 class DeletedMemory:
-    """What a deletion leaves to tidy up: an episode's place in its conversation."""
+    """What a deletion leaves to tidy up: an episode's place in its conversation, a chunk's file."""
 
     kind: str
     butler: str | None
     session_id: str | None
     created_at: datetime
+    path: str | None
+    repository: str | None
 
 
 async def delete_memory(conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID) -> DeletedMemory | None:
     """Forget one memory; None when it does not exist in the tenant."""
     row = await conn.fetchrow(
-        "DELETE FROM memory WHERE tenant_id = $1 AND id = $2 RETURNING kind, butler, session_id, created_at",
+        "DELETE FROM memory WHERE tenant_id = $1 AND id = $2 "
+        "RETURNING kind, butler, session_id, created_at, path, repository",
         uuid.UUID(tenant_id),
         id,
     )
     return (
         None
         if row is None
-        else DeletedMemory(row["kind"], row["butler"], row["session_id"], row["created_at"])
+        else DeletedMemory(
+            row["kind"], row["butler"], row["session_id"], row["created_at"], row["path"], row["repository"]
+        )
     )
 
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import not_found
 from app.hashing import content_hash
@@ -53,7 +53,7 @@ def chunk_search_terms(path: str, chunk: CodeChunk) -> list[str]:
 
 
 async def ingest_files(
-    conn: asyncpg.Connection,
+    db: Database,
     embedder: Embedder | None,
     principal: Principal,
     *,
@@ -66,7 +66,7 @@ async def ingest_files(
     stats = IngestStats()
     for path, _ in files:
         validate_relative_path(path)
-    async with tenant_transaction(conn, [tenant_id], readonly=True):
+    async with db.transaction([tenant_id], readonly=True) as conn:
         known = await code_repo.list_files(conn, tenant_id=tenant_id, repository=repository)
     now = datetime.now(UTC)
     for path, content in files:
@@ -116,7 +116,7 @@ async def ingest_files(
             for row, chunk in zip(rows, chunks, strict=True)
             for ref in chunk.references
         ]
-        async with tenant_transaction(conn, [tenant_id]):
+        async with db.transaction([tenant_id]) as conn:
             await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
             await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=path)
             await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
@@ -150,16 +150,20 @@ def _embedding_text(path: str, chunk: CodeChunk) -> str:
     return f"{header}\n{chunk.content}"
 
 
-async def list_files(conn: asyncpg.Connection, principal: Principal, *, repository: str) -> dict[str, str]:
+async def list_files(db: Database, principal: Principal, *, repository: str) -> dict[str, str]:
     """path -> content hash of a repository's indexed files."""
-    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+    async with db.transaction([principal.tenant_id], readonly=True) as conn:
         return await code_repo.list_files(conn, tenant_id=principal.tenant_id, repository=repository)
 
 
-async def delete_file(conn: asyncpg.Connection, principal: Principal, *, repository: str, path: str) -> None:
+async def delete_file(db: Database, principal: Principal, *, repository: str, path: str) -> None:
     """Forget one indexed file."""
-    async with tenant_transaction(conn, [principal.tenant_id]):
-        if not await code_repo.delete_file(
-            conn, tenant_id=principal.tenant_id, repository=repository, path=path
-        ):
+    tenant_id = principal.tenant_id
+
+    async def work(conn: asyncpg.Connection) -> None:
+        # The indexer's lock: a delete racing a re-index of the file must not orphan its chunks.
+        await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
+        if not await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=path):
             raise not_found("file")
+
+    await db.run([tenant_id], work)

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.errors import ApiError
 from app.ingest.code_model import STRUCTURAL_RELATIONS
 from app.repositories import code as code_repo
@@ -34,7 +34,7 @@ def _item(loc: code_repo.CodeLocation, relation: str, **extra: Any) -> dict[str,
 
 
 async def research(
-    conn: asyncpg.Connection,
+    db: Database,
     principal: Principal,
     *,
     kind: str,
@@ -44,7 +44,7 @@ async def research(
 ) -> list[dict[str, Any]]:
     """Answer one structural question from the stored symbols and edges."""
     tid = principal.tenant_id
-    async with tenant_transaction(conn, [tid], readonly=True):
+    async with db.transaction([tid], readonly=True) as conn:
         if kind == "implementations":
             return await _implementations(conn, tid, repository, symbol)
         if kind == "callers":
@@ -220,7 +220,7 @@ async def _dependencies(
 
 
 async def answer(
-    conn: asyncpg.Connection,
+    db: Database,
     principal: Principal,
     *,
     query: str | None,
@@ -233,5 +233,5 @@ async def answer(
     if kind is None or symbol is None:
         assert query is not None
         kind, symbol = parse_research_query(query)
-    items = await research(conn, principal, kind=kind, symbol=symbol, depth=depth, repository=repository)
+    items = await research(db, principal, kind=kind, symbol=symbol, depth=depth, repository=repository)
     return {"kind": kind, "symbol": symbol, "items": items}

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Embedder, Vector
 from app.repositories.conversation import (
     TurnKey,
@@ -53,14 +53,12 @@ def _order(key: TurnKey) -> tuple[datetime, int]:
     return (key.created_at, key.id.int)
 
 
-async def representations(
-    conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]
-) -> dict[uuid.UUID, str]:
+async def representations(db: Database, *, tenant_id: str, rows: Sequence[NewMemory]) -> dict[uuid.UUID, str]:
     """The text to index for each new episode of a session: its previous turn(s), stored or in this batch, then itself."""
     keys = [k for k in map(_key, rows) if k is not None]
     if not keys or PREVIOUS_TURNS == 0:
         return {}
-    async with tenant_transaction(conn, [tenant_id], readonly=True):
+    async with db.transaction([tenant_id], readonly=True) as conn:
         stored = await turns_before(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
     content = {r.id: r.content for r in rows}
     sessions: dict[tuple[str, str], list[TurnKey]] = {}
@@ -77,7 +75,7 @@ async def representations(
 
 
 async def reindex_followers(
-    conn: asyncpg.Connection,
+    db: Database,
     embedder: Embedder | None,
     *,
     tenant_id: str,
@@ -87,7 +85,7 @@ async def reindex_followers(
     """Re-index the stored turns that now follow a written or deleted turn; returns how many."""
     if not keys or PREVIOUS_TURNS == 0:
         return 0
-    async with tenant_transaction(conn, [tenant_id], readonly=True):
+    async with db.transaction([tenant_id], readonly=True) as conn:
         followers = [
             f
             for f in await turns_after(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
@@ -105,7 +103,7 @@ async def reindex_followers(
     vectors: Sequence[Vector | None] = (
         await embedder.embed_documents(texts) if embedder is not None else [None] * len(texts)
     )
-    async with tenant_transaction(conn, [tenant_id]):
+    async with db.transaction([tenant_id]) as conn:
         await update_representations(
             conn,
             tenant_id=tenant_id,

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
 from app.hashing import content_hash
@@ -47,7 +47,7 @@ def validate_document_path(path: str) -> str:
 
 
 async def upload_document(
-    conn: asyncpg.Connection,
+    db: Database,
     embedder: Embedder | None,
     principal: Principal,
     *,
@@ -63,7 +63,7 @@ async def upload_document(
     # Chunking a 4 MiB file takes a while: in a thread, so other tenants' requests go on.
     chunks = await asyncio.to_thread(chunk_markdown, content)
     now = datetime.now(UTC)
-    async with tenant_transaction(conn, [tenant_id]):
+    async with db.transaction([tenant_id]) as conn:
         await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=path)
         stored = await doc_repo.get_document(conn, tenant_id=tenant_id, path=path)
         if stored is not None and stored.content_hash == file_hash and stored.scope == scope:
@@ -118,11 +118,11 @@ async def upload_document(
 
 
 async def read_slice(
-    conn: asyncpg.Connection, principal: Principal, *, path: str, start: int | None, lines: int | None
+    db: Database, principal: Principal, *, path: str, start: int | None, lines: int | None
 ) -> dict[str, Any]:
     """Lines [start, start + lines) of a stored file (1-based), or the whole file."""
     path = validate_document_path(path)
-    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+    async with db.transaction([principal.tenant_id], readonly=True) as conn:
         stored = await doc_repo.get_document(conn, tenant_id=principal.tenant_id, path=path)
     if stored is None:
         raise not_found("document")
@@ -143,16 +143,22 @@ async def read_slice(
     }
 
 
-async def delete(conn: asyncpg.Connection, principal: Principal, *, path: str) -> None:
+async def delete(db: Database, principal: Principal, *, path: str) -> None:
     """Forget a file and all its chunks."""
     path = validate_document_path(path)
-    async with tenant_transaction(conn, [principal.tenant_id]):
-        if not await doc_repo.delete_document(conn, tenant_id=principal.tenant_id, path=path):
+    tenant_id = principal.tenant_id
+
+    async def work(conn: asyncpg.Connection) -> None:
+        # The upload's lock: a delete racing a re-upload of the path must not orphan its chunks.
+        await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=path)
+        if not await doc_repo.delete_document(conn, tenant_id=tenant_id, path=path):
             raise not_found("document")
 
+    await db.run([tenant_id], work)
 
-async def list_paths(conn: asyncpg.Connection, principal: Principal) -> list[dict[str, str]]:
+
+async def list_paths(db: Database, principal: Principal) -> list[dict[str, str]]:
     """Every stored file with its content hash (the index command skips unchanged files with it)."""
-    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+    async with db.transaction([principal.tenant_id], readonly=True) as conn:
         rows = await doc_repo.list_documents(conn, tenant_id=principal.tenant_id)
     return [{"path": path, "content_hash": content_hash} for path, content_hash in rows]

@@ -15,9 +15,12 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
+from app.repositories import chunks as chunk_repo
+from app.repositories import code as code_repo
+from app.repositories import documents as doc_repo
 from app.repositories import memories as repo
 from app.repositories.conversation import TurnKey
 from app.retrieval.language import dominant_script
@@ -156,7 +159,7 @@ def _ensure_same_writes(items: Sequence[MemoryDraft], existing: Mapping[str, Map
 
 
 async def write_memories(
-    conn: asyncpg.Connection,
+    db: Database,
     embedder: Embedder | None,
     principal: Principal,
     items: Sequence[MemoryDraft],
@@ -169,7 +172,7 @@ async def write_memories(
     keys = [i.idempotency_key for i in items if i.idempotency_key]
     if len(set(keys)) != len(keys):
         raise ApiError(422, "validation_error", "idempotency_key values must be unique within one request")
-    async with tenant_transaction(conn, [tenant_id]):
+    async with db.transaction([tenant_id]) as conn:
         existing = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=keys)
     _ensure_same_writes(items, existing)
     # Per item: a new row to insert, or None when its idempotency key was written before.
@@ -178,7 +181,7 @@ async def write_memories(
     ]
     rows = [r for r in plan if r is not None]
     # Episodes of a session are indexed with the turn before them (app.retrieval.conversation).
-    indexed = await conversation.representations(conn, tenant_id=tenant_id, rows=rows)
+    indexed = await conversation.representations(db, tenant_id=tenant_id, rows=rows)
     for row in rows:
         if row.id in indexed:
             row.search_text = search_text_for(indexed[row.id], row.tags)
@@ -187,7 +190,8 @@ async def write_memories(
         for row, vector in zip(rows, vectors, strict=True):
             row.embedding = vector
     superseded = [r.supersedes for r in rows if r.supersedes is not None]
-    async with tenant_transaction(conn, [tenant_id]):
+
+    async def store(conn: asyncpg.Connection) -> tuple[dict[uuid.UUID, Any], dict[str, Any]]:
         if superseded:
             found = await repo.existing_ids_of_kinds(
                 conn, tenant_id=tenant_id, ids=superseded, kinds=("fact", "rule")
@@ -207,13 +211,17 @@ async def write_memories(
         stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in rows])
         # A concurrent retry may have won the race for an idempotency key: return its row.
         racing = [r.idempotency_key for r in rows if r.id not in stored and r.idempotency_key]
-        if racing:
-            existing.update(await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing))
-            _ensure_same_writes(items, existing)
+        won = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing) if racing else {}
+        return stored, won
+
+    stored, won = await db.run([tenant_id], store)
+    existing.update(won)
+    if won:
+        _ensure_same_writes(items, existing)
     # A turn written into the middle of a session changes what the turn after it is indexed with.
     turns = conversation.turn_keys(rows)
     await conversation.reindex_followers(
-        conn, embedder, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
+        db, embedder, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
     )
     out: list[dict[str, Any]] = []
     for item, planned in zip(items, plan, strict=True):
@@ -225,9 +233,9 @@ async def write_memories(
     return out
 
 
-async def get_memory(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
+async def get_memory(db: Database, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
     """memory_get: one memory, counted as a retrieval."""
-    async with tenant_transaction(conn, [principal.tenant_id], synchronous_commit=False):
+    async with db.transaction([principal.tenant_id], synchronous_commit=False) as conn:
         rows = await repo.bump_references(conn, tenant_ids=[principal.tenant_id], ids=[memory_id])
     row = rows.get(memory_id)
     if row is None:
@@ -255,7 +263,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 
 
 async def list_memories(
-    conn: asyncpg.Connection,
+    db: Database,
     principal: Principal,
     *,
     kind: str,
@@ -265,7 +273,7 @@ async def list_memories(
 ) -> dict[str, Any]:
     """A page of the tenant's memories of one kind, newest first; listing is not a retrieval."""
     after = _decode_cursor(cursor) if cursor else None
-    async with tenant_transaction(conn, [principal.tenant_id], readonly=True):
+    async with db.transaction([principal.tenant_id], readonly=True) as conn:
         rows = await repo.list_memories(
             conn, tenant_id=principal.tenant_id, kind=kind, scope=scope, after=after, limit=limit + 1
         )
@@ -277,9 +285,10 @@ async def list_memories(
     }
 
 
-async def confirm(conn: asyncpg.Connection, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
+async def confirm(db: Database, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
     """Reset a fact's or rule's confidence clock."""
-    async with tenant_transaction(conn, [principal.tenant_id]):
+
+    async def work(conn: asyncpg.Connection) -> asyncpg.Record:
         row = await repo.confirm_memory(conn, tenant_id=principal.tenant_id, id=memory_id)
         if row is None:
             kind = await repo.kind_of(conn, tenant_id=principal.tenant_id, id=memory_id)
@@ -288,17 +297,36 @@ async def confirm(conn: asyncpg.Connection, principal: Principal, memory_id: uui
                     422, "validation_error", f"only facts and rules can be confirmed, not a {kind}"
                 )
             raise not_found()
-    return memory_to_dict(row)
+        return row
+
+    return memory_to_dict(await db.run([principal.tenant_id], work))
 
 
-async def forget(
-    conn: asyncpg.Connection, embedder: Embedder | None, principal: Principal, memory_id: uuid.UUID
-) -> None:
-    """Delete a memory for good (the turn after a forgotten episode is re-indexed without it)."""
-    async with tenant_transaction(conn, [principal.tenant_id]):
-        deleted = await repo.delete_memory(conn, tenant_id=principal.tenant_id, id=memory_id)
-    if deleted is None:
-        raise not_found()
+async def forget(db: Database, embedder: Embedder | None, principal: Principal, memory_id: uuid.UUID) -> None:
+    """Delete a memory for good.
+
+    A deleted file chunk comes back with the file's next upload; the turn after a forgotten
+    episode is re-indexed without it.
+    """
+    tenant_id = principal.tenant_id
+
+    async def work(conn: asyncpg.Connection) -> repo.DeletedMemory:
+        deleted = await repo.delete_memory(conn, tenant_id=tenant_id, id=memory_id)
+        if deleted is None:
+            raise not_found()
+        # The stored file hash would call the next upload of the same file "unchanged" and the
+        # chunk would never return; the path lock orders this against a concurrent upload.
+        if deleted.kind == "document" and deleted.path is not None:
+            await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=deleted.path)
+            await doc_repo.forget_content_hash(conn, tenant_id=tenant_id, path=deleted.path)
+        elif deleted.kind == "code" and deleted.path is not None and deleted.repository is not None:
+            await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{deleted.repository}:{deleted.path}")
+            await code_repo.forget_content_hash(
+                conn, tenant_id=tenant_id, repository=deleted.repository, path=deleted.path
+            )
+        return deleted
+
+    deleted = await db.run([tenant_id], work)
     if deleted.kind == "episode" and deleted.session_id is not None and deleted.butler is not None:
         key = TurnKey(deleted.butler, deleted.session_id, deleted.created_at, memory_id)
-        await conversation.reindex_followers(conn, embedder, tenant_id=principal.tenant_id, keys=[key])
+        await conversation.reindex_followers(db, embedder, tenant_id=tenant_id, keys=[key])

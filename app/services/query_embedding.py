@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,12 +13,20 @@ from app.metrics import EMBEDDING_LATENCY
 from app.services.timings import Timings
 from app.state import ServiceState
 
+log = logging.getLogger("recalld.search")
+
 
 async def _embed_query(state: ServiceState, text: str, tenant_id: str, timings: Timings) -> Vector | None:
     if state.embedder is None:
         return None
     started = time.perf_counter()
-    vector = await state.embedder.embed_query(text, tenant_id=tenant_id)
+    try:
+        vector = await state.embedder.embed_query(text, tenant_id=tenant_id)
+    except Exception as exc:
+        # SPEC R-S1: a failing provider (endpoint down, timeout, model error) costs the semantic
+        # leg, not the request: the search answers from the keyword leg, embedding_used false.
+        log.warning("query embedding failed (%s); answering from the keyword leg", type(exc).__name__)
+        return None
     EMBEDDING_LATENCY.labels("query").observe(time.perf_counter() - started)
     timings.add("embed", started)
     return vector

@@ -8,10 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
-
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Vector
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
@@ -39,19 +37,19 @@ from app.state import ServiceState
 
 
 async def recall(
-    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: RecallRequest
+    state: ServiceState, db: Database, principal: Principal, body: RecallRequest
 ) -> tuple[dict[str, Any], Timings]:
     """memory_recall: hybrid relevance over facts and rules, combined with importance, recency, confidence."""
     timings = Timings()
     total = time.perf_counter()
-    tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
+    tenant_ids = await resolve_tenants(db, principal, body.tenants, body.all_tenants)
     parsed = parse_query(body.topic)
     wanted = not parsed.is_empty and semantic_blind_spot(state, parsed.text) is None
     async with query_embedding(
         state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=wanted
     ) as vector:
         response = await _recall_in_transaction(
-            state, conn, principal, body, parsed, vector, tenant_ids, timings
+            state, db, principal, body, parsed, vector, tenant_ids, timings
         )
     timings.add("total", total)
     return response, timings
@@ -59,7 +57,7 @@ async def recall(
 
 async def _recall_in_transaction(
     state: ServiceState,
-    conn: asyncpg.Connection,
+    db: Database,
     principal: Principal,
     body: RecallRequest,
     parsed: ParsedQuery,
@@ -70,7 +68,7 @@ async def _recall_in_transaction(
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
     response: dict[str, Any] = {"results": [], "weights": {}, "embedding_used": False}
-    async with tenant_transaction(conn, tenant_ids, synchronous_commit=False):
+    async with db.transaction(tenant_ids, synchronous_commit=False) as conn:
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         weights = _recall_weights(body, scope_settings)
         response["weights"] = {

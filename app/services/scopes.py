@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.db import tenant_transaction
+from app.db import Database
 from app.errors import ApiError, model_error_details
 from app.input_rules import InputRuleError, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
@@ -137,19 +137,19 @@ def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
 
 
 async def store_scope_settings(
-    conn: asyncpg.Connection, *, tenant_id: str, scope: str, settings: ScopeSettings
+    db: Database, *, tenant_id: str, scope: str, settings: ScopeSettings
 ) -> ScopeSettings:
     """Persist a scope's settings (replacing earlier ones)."""
-    async with tenant_transaction(conn, [tenant_id]):
+    async with db.transaction([tenant_id]) as conn:
         await put_scope_settings(
             conn, tenant_id=tenant_id, scope=scope, settings=settings.model_dump(exclude_none=True)
         )
     return settings
 
 
-async def read_scope_settings(conn: asyncpg.Connection, *, tenant_id: str, scope: str) -> ScopeSettings:
+async def read_scope_settings(db: Database, *, tenant_id: str, scope: str) -> ScopeSettings:
     """A scope's stored settings in a transaction of its own; empty when none stored."""
-    async with tenant_transaction(conn, [tenant_id], readonly=True):
+    async with db.transaction([tenant_id], readonly=True) as conn:
         return await load_scope_settings(conn, tenant_id=tenant_id, scope=scope)
 
 

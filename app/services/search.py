@@ -8,10 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
-
 from app.auth import Principal
-from app.db import tenant_transaction
+from app.db import Database
 from app.embeddings.base import Vector
 from app.errors import ApiError
 from app.repositories import memories as memory_repo
@@ -78,12 +76,12 @@ def _candidate_filter(body: SearchRequest, tenant_ids: list[str], min_confidence
 
 
 async def search(
-    state: ServiceState, conn: asyncpg.Connection, principal: Principal, body: SearchRequest
+    state: ServiceState, db: Database, principal: Principal, body: SearchRequest
 ) -> tuple[dict[str, Any], Timings]:
     """memory_search."""
     timings = Timings()
     total = time.perf_counter()
-    tenant_ids = await resolve_tenants(conn, principal, body.tenants, body.all_tenants)
+    tenant_ids = await resolve_tenants(db, principal, body.tenants, body.all_tenants)
     parsed = parse_query(body.query)
     if parsed.is_empty and not body.symbol:
         return _search_response(state, body), timings
@@ -97,7 +95,7 @@ async def search(
         state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=embed
     ) as vector:
         response = await _search_in_transaction(
-            state, conn, principal, body, parsed, vector, tenant_ids, timings
+            state, db, principal, body, parsed, vector, tenant_ids, timings
         )
     timings.add("total", total)
     return response, timings
@@ -128,7 +126,7 @@ async def _highlights(contents: list[str], parsed: ParsedQuery) -> list[list[tup
 
 async def _search_in_transaction(
     state: ServiceState,
-    conn: asyncpg.Connection,
+    db: Database,
     principal: Principal,
     body: SearchRequest,
     parsed: ParsedQuery,
@@ -140,7 +138,7 @@ async def _search_in_transaction(
     now = datetime.now(UTC)
     min_confidence = body.min_confidence if body.min_confidence is not None else state.settings.min_confidence
     min_score = body.min_score if body.min_score is not None else state.settings.min_score
-    async with tenant_transaction(conn, tenant_ids, synchronous_commit=False):
+    async with db.transaction(tenant_ids, synchronous_commit=False) as conn:
         scope_settings = await load_scope_settings(conn, tenant_id=principal.tenant_id, scope=body.scope)
         plan = plan_legs(
             state,

@@ -9,6 +9,7 @@ from pathlib import Path
 import asyncpg
 
 from app.auth import KEY_PATTERN, KEY_PREFIX, Principal, Role, hash_key, mint_key
+from app.db import Database
 from app.errors import ApiError
 from app.repositories import tenants as repo
 from app.repositories.tenants import Tenant
@@ -109,7 +110,7 @@ async def bootstrap(conn: asyncpg.Connection, admin_key_path: Path) -> str | Non
 
 
 async def resolve_tenants(
-    conn: asyncpg.Connection, principal: Principal, tenants: Sequence[str] | None, all_tenants: bool
+    db: Database, principal: Principal, tenants: Sequence[str] | None, all_tenants: bool
 ) -> list[str]:
     """The caller's tenant, or, for operator keys that ask for it, the requested tenants."""
     if not tenants and not all_tenants:
@@ -119,9 +120,10 @@ async def resolve_tenants(
     # Through a SECURITY DEFINER function: the serving role cannot read the tenant table, and
     # the function lists tenants only for a live operator key.
     names = None if all_tenants else list(tenants or ())
-    found = await repo.operator_tenants(
-        conn, tenant_id=principal.tenant_id, key_id=principal.key_id, names=names
-    )
+    async with db.connection() as conn:
+        found = await repo.operator_tenants(
+            conn, tenant_id=principal.tenant_id, key_id=principal.key_id, names=names
+        )
     if all_tenants:
         return [t.id for t in found]
     assert tenants is not None
