@@ -83,7 +83,7 @@ async def test_scope_filter_is_exact_and_expired_episodes_are_left_out(
 
 
 async def test_listing_shows_only_the_callers_tenant_and_rls_backs_it_up(
-    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+    client: httpx.AsyncClient, make_tenant: TenantFactory, serving_conn: asyncpg.Connection
 ) -> None:
     a = await make_tenant("a")
     b = await make_tenant("b")
@@ -91,15 +91,16 @@ async def test_listing_shows_only_the_callers_tenant_and_rls_backs_it_up(
     listed = await client.get("/v1/memories", params={"type": "fact"}, headers=a.headers("reader"))
     assert listed.status_code == 200
     assert listed.json() == {"items": [], "next_cursor": None}
-    # The statement asks for b's rows inside a transaction bounded to a: RLS alone returns nothing.
-    async with tenant_transaction(admin_conn, [a.id]):
+    # As the service's login role: the statement asks for b's rows inside a transaction bounded
+    # to a, and RLS alone returns nothing.
+    async with tenant_transaction(serving_conn, [a.id]):
         rows = await memory_repo.list_memories(
-            admin_conn, tenant_id=b.id, kind="fact", scope=None, after=None, limit=10
+            serving_conn, tenant_id=b.id, kind="fact", scope=None, after=None, limit=10
         )
     assert rows == []
-    async with tenant_transaction(admin_conn, [b.id]):
+    async with tenant_transaction(serving_conn, [b.id]):
         rows = await memory_repo.list_memories(
-            admin_conn, tenant_id=b.id, kind="fact", scope=None, after=None, limit=10
+            serving_conn, tenant_id=b.id, kind="fact", scope=None, after=None, limit=10
         )
     assert [r["content"] for r in rows] == ["b's private fact"]
 
