@@ -1,7 +1,7 @@
 """SQL for tenants and API keys.
 
 The admin commands run these as the schema owner. The serving role cannot read tenant or api_key
-at all (migration 0008): it authenticates and resolves operator tenants through two SECURITY
+at all (migration 0009): it authenticates and resolves operator tenants through two SECURITY
 DEFINER functions.
 """
 

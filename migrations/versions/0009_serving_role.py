@@ -7,14 +7,14 @@ authenticates through recalld_authenticate(), a SECURITY DEFINER function that a
 key hash only. api_key gets RLS like every table with a tenant_id (the owner keeps full access
 through its own policy, for the admin commands and the functions below).
 
-Revision ID: 0008_serving_role
-Revises: 0007_episode_session_order
+Revision ID: 0009_serving_role
+Revises: 0008_keyword_stats_tenant_delete
 """
 
 from alembic import op
 
-revision = "0008_serving_role"
-down_revision = "0007_episode_session_order"
+revision = "0009_serving_role"
+down_revision = "0008_keyword_stats_tenant_delete"
 branch_labels = None
 depends_on = None
 
