@@ -1,8 +1,8 @@
 """SQL for tenants and API keys.
 
-The admin commands run these as the schema owner. The serving role cannot read tenant or api_key
-at all (migration 0009): it authenticates and resolves operator tenants through two SECURITY
-DEFINER functions.
+The admin commands run these as the schema owner. The serving role sees only its own tenant row
+and no api_key row (migration 0009): it authenticates and resolves operator tenants through two
+SECURITY DEFINER functions.
 """
 
 from __future__ import annotations

@@ -21,6 +21,13 @@ depends_on = None
 
 def upgrade() -> None:
     op.execute("REVOKE ALL ON tenant, api_key FROM recalld_app")
+    # Triggers running as the serving role look up the row's tenant (0008): it sees its own
+    # tenant inside a tenant transaction, and no tenant at all outside one.
+    op.execute("ALTER TABLE tenant ENABLE ROW LEVEL SECURITY")
+    op.execute("ALTER TABLE tenant FORCE ROW LEVEL SECURITY")
+    op.execute("CREATE POLICY tenant_isolation ON tenant FOR SELECT USING (id = ANY (recalld_tenant_ids()))")
+    op.execute("CREATE POLICY tenant_owner ON tenant TO CURRENT_USER USING (true) WITH CHECK (true)")
+    op.execute("GRANT SELECT ON tenant TO recalld_app")
     op.execute("GRANT SELECT, INSERT ON system_config TO recalld_app")
     op.execute("GRANT SELECT ON alembic_version TO recalld_app")
     op.execute("ALTER TABLE api_key ENABLE ROW LEVEL SECURITY")
@@ -75,4 +82,8 @@ def downgrade() -> None:
     op.execute("ALTER TABLE api_key DISABLE ROW LEVEL SECURITY")
     op.execute("REVOKE SELECT ON alembic_version FROM recalld_app")
     op.execute("REVOKE SELECT, INSERT ON system_config FROM recalld_app")
+    op.execute("DROP POLICY tenant_owner ON tenant")
+    op.execute("DROP POLICY tenant_isolation ON tenant")
+    op.execute("ALTER TABLE tenant NO FORCE ROW LEVEL SECURITY")
+    op.execute("ALTER TABLE tenant DISABLE ROW LEVEL SECURITY")
     op.execute("GRANT SELECT ON tenant, api_key TO recalld_app")
