@@ -27,8 +27,8 @@ async def ensure_schema(dsn: str, *, migrate: bool) -> str:
     try:
         revision = await current_revision(conn)
     except asyncpg.InsufficientPrivilegeError:
-        # The serving role may read alembic_version only from revision 0009 on.
-        revision = "older than 0009_serving_role"
+        # The serving role may read alembic_version only from revision 0011 on.
+        revision = "older than 0011_serving_role"
     finally:
         await conn.close()
     if revision == head:

@@ -161,7 +161,7 @@ async def _list(state: ServiceState, db: Database, who: Principal, args: MemoryL
 
 
 async def _store(
-    state: ServiceState, db: asyncpg.Connection, who: Principal, args: FactIn | RuleIn | EpisodeIn
+    state: ServiceState, db: Database, who: Principal, args: FactIn | RuleIn | EpisodeIn
 ) -> Any:
     return (
         await memory_service.write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota)

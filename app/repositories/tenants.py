@@ -1,7 +1,7 @@
 """SQL for tenants and API keys.
 
 The admin commands run these as the schema owner. The serving role sees only its own tenant row
-and no api_key row (migration 0009): it authenticates and resolves operator tenants through two
+and no api_key row (migration 0011): it authenticates and resolves operator tenants through two
 SECURITY DEFINER functions.
 """
 

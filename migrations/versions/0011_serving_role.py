@@ -7,14 +7,14 @@ authenticates through recalld_authenticate(), a SECURITY DEFINER function that a
 key hash only. api_key gets RLS like every table with a tenant_id (the owner keeps full access
 through its own policy, for the admin commands and the functions below).
 
-Revision ID: 0009_serving_role
-Revises: 0008_keyword_stats_tenant_delete
+Revision ID: 0011_serving_role
+Revises: 0010_memory_script
 """
 
 from alembic import op
 
-revision = "0009_serving_role"
-down_revision = "0008_keyword_stats_tenant_delete"
+revision = "0011_serving_role"
+down_revision = "0010_memory_script"
 branch_labels = None
 depends_on = None
 
