@@ -160,9 +160,7 @@ async def _list(state: ServiceState, db: Database, who: Principal, args: MemoryL
     )
 
 
-async def _store(
-    state: ServiceState, db: Database, who: Principal, args: FactIn | RuleIn | EpisodeIn
-) -> Any:
+async def _store(state: ServiceState, db: Database, who: Principal, args: FactIn | RuleIn | EpisodeIn) -> Any:
     return (
         await memory_service.write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota)
     )[0]
