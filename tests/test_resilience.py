@@ -57,6 +57,8 @@ async def running_server(own_data_dir: Path) -> AsyncIterator[RunningServer]:
         # Not about semantics: keyword-only keeps the server start fast.
         "RECALLD_EMBEDDING_PROVIDER": "none",
         "RECALLD_LOG_LEVEL": "warning",
+        # The writers below are one key sending as fast as they can; 429s are not what this measures.
+        "RECALLD_RATE_LIMIT_PER_SECOND": "0",
     }
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.cli", "serve", "--port", str(port), cwd=ROOT, env=env
