@@ -216,7 +216,7 @@ def test_console_stores_searches_and_explains_the_first_result_within_its_tenant
     assert marks == ["peanuts"]  # "allergy" and "allergic" stem differently: no span
     breakdown = first.locator(".breakdown")
     labels = breakdown.locator(".bar-label").all_inner_texts()
-    assert labels == ["score", "fused (rrf)", "keyword", "semantic", "decay"]
+    assert labels == ["score", "fused (adaptive)", "keyword", "semantic", "decay"]
     widths = [
         float(w)
         for w in breakdown.locator(".bar-fill").evaluate_all(

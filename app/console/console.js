@@ -260,7 +260,9 @@ function searchBody(form) {
   }
   body.query = data.get("query");
   body.mode = data.get("mode");
-  body.fusion = data.get("fusion");
+  // "default" sends no fusion, so the scope's or the service's default applies, as for any client.
+  const fusion = data.get("fusion");
+  if (fusion) body.fusion = fusion;
   const types = data.getAll("types");
   if (types.length) body.types = types;
   return ["search", body];
