@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.code import CodeFilesIn, ResearchIn, index_body, listing_body
+from app.ingest.paths import MAX_PATH_CHARS
 from app.services import code as service
 from app.services import code_research as research_service
 
@@ -104,7 +105,7 @@ async def delete_file(
     path: Annotated[
         str,
         Query(
-            max_length=512,
+            max_length=MAX_PATH_CHARS,
             description="Path as indexed.",
             openapi_examples={"example": {"value": "Sources/Auth/Auth.swift"}},
         ),

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
+from app.ingest.paths import MAX_PATH_CHARS
 from app.services import documents as service
 
 router = APIRouter(prefix="/v1", tags=["documents"])
@@ -51,7 +52,7 @@ async def get_document(
     path: Annotated[
         str,
         Query(
-            max_length=512,
+            max_length=MAX_PATH_CHARS,
             description="Path as uploaded.",
             openapi_examples={"example": {"value": "memory/2026-11-20.md"}},
         ),
@@ -106,7 +107,7 @@ async def delete_document(
     path: Annotated[
         str,
         Query(
-            max_length=512,
+            max_length=MAX_PATH_CHARS,
             description="Path as uploaded.",
             openapi_examples={"example": {"value": "memory/2026-11-20.md"}},
         ),
