@@ -4,61 +4,75 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class LegHit:
+class LegHit(NamedTuple):
     """One result of one leg, legs being ranked best first."""
 
     id: str
     raw_score: float
 
 
-@dataclass(frozen=True, slots=True)
+# Where an item stood in one leg: (competition rank, raw score, index in the leg's list); None
+# where the leg did not return it.
+_Slot = tuple[int, float, int] | None
+
+
 class FusedHit:
-    """A fused result: normalised score plus where it stood in each leg."""
+    """A fused result: normalised score plus where it stood in each leg.
 
-    id: str
-    score: float
-    ranks: dict[str, int | None]
-    raw_scores: dict[str, float | None]
+    `ranks` and `raw_scores` are built when read: a search fuses ~150 candidates and shows 10,
+    and two dicts per candidate were most of the fusion's cost.
+    """
+
+    __slots__ = ("_legs", "_slots", "id", "score")
+
+    def __init__(self, id: str, score: float, legs: tuple[str, ...], slots: Sequence[_Slot]) -> None:
+        self.id = id
+        self.score = score
+        self._legs = legs
+        self._slots = slots
+
+    @property
+    def ranks(self) -> dict[str, int | None]:
+        """Each leg's competition rank of this item (None: not returned by that leg)."""
+        return {leg: s[0] if s is not None else None for leg, s in zip(self._legs, self._slots, strict=True)}
+
+    @property
+    def raw_scores(self) -> dict[str, float | None]:
+        """Each leg's raw score of this item (None: not returned by that leg)."""
+        return {leg: s[1] if s is not None else None for leg, s in zip(self._legs, self._slots, strict=True)}
+
+    @property
+    def legs_found(self) -> list[str]:
+        """The legs that returned this item, in leg order."""
+        return [leg for leg, s in zip(self._legs, self._slots, strict=True) if s is not None]
 
 
-def _collect(
-    legs: Mapping[str, Sequence[LegHit]],
-) -> tuple[list[str], dict[str, dict[str, tuple[int, float]]]]:
-    """Each item's (rank, raw score) per leg.
+def _collect(legs: Mapping[str, Sequence[LegHit]]) -> tuple[tuple[str, ...], dict[str, list[_Slot]]]:
+    """Each item's slot per leg, items in first-seen order (a leg's repeat of an item is ignored).
 
     Ranks are competition ranks (1, 2, 2, 4): items a leg cannot tell apart (equal raw scores,
     e.g. identical text) share a rank, so fusion does not invent a difference between them and
     the documented tie order (created_at DESC, id ASC) decides.
     """
-    order: list[str] = []
-    positions: dict[str, dict[str, tuple[int, float]]] = {}
-    for leg, hits in legs.items():
+    names = tuple(legs)
+    empty: list[_Slot] = [None] * len(names)
+    found: dict[str, list[_Slot]] = {}
+    for index, hits in enumerate(legs.values()):
         rank = 0
         previous: float | None = None
-        for position, hit in enumerate(hits, start=1):
-            if previous is None or hit.raw_score != previous:
-                rank = position
-                previous = hit.raw_score
-            if hit.id not in positions:
-                positions[hit.id] = {}
-                order.append(hit.id)
-            positions[hit.id].setdefault(leg, (rank, hit.raw_score))
-    return order, positions
-
-
-def _hit(
-    item_id: str, score: float, legs: Mapping[str, Sequence[LegHit]], found: dict[str, tuple[int, float]]
-) -> FusedHit:
-    return FusedHit(
-        id=item_id,
-        score=score,
-        ranks={leg: found[leg][0] if leg in found else None for leg in legs},
-        raw_scores={leg: found[leg][1] if leg in found else None for leg in legs},
-    )
+        for position, (item_id, raw) in enumerate(hits):
+            if previous is None or raw != previous:
+                rank = position + 1
+                previous = raw
+            slots = found.get(item_id)
+            if slots is None:
+                slots = found[item_id] = empty.copy()
+            if slots[index] is None:
+                slots[index] = (rank, raw, position)
+    return names, found
 
 
 def fuse_rrf(
@@ -70,13 +84,15 @@ def fuse_rrf(
     everything it did. Hits come in first-seen order: callers order them with
     scoring.tie_break_key, the one tie order.
     """
-    order, positions = _collect(legs)
-    best = sum(weights[leg] / (k + 1) for leg in legs)
+    names, found = _collect(legs)
+    leg_weights = [weights[leg] for leg in names]
+    best = sum(w / (k + 1) for w in leg_weights)
     hits = []
-    for item_id in order:
-        found = positions[item_id]
-        total = sum(weights[leg] / (k + (found[leg][0] if leg in found else depth + 1)) for leg in legs)
-        hits.append(_hit(item_id, total / best if best > 0 else 0.0, legs, found))
+    for item_id, slots in found.items():
+        total = sum(
+            w / (k + (s[0] if s is not None else depth + 1)) for w, s in zip(leg_weights, slots, strict=True)
+        )
+        hits.append(FusedHit(item_id, total / best if best > 0 else 0.0, names, slots))
     return hits
 
 
@@ -85,13 +101,15 @@ def fuse_weighted(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, fl
 
     Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
     """
-    order, positions = _collect(legs)
-    total_weight = sum(weights[leg] for leg in legs)
+    names, found = _collect(legs)
+    leg_weights = [weights[leg] for leg in names]
+    total_weight = sum(leg_weights)
     hits = []
-    for item_id in order:
-        found = positions[item_id]
-        total = sum(weights[leg] * max(0.0, min(1.0, found[leg][1])) for leg in legs if leg in found)
-        hits.append(_hit(item_id, total / total_weight if total_weight > 0 else 0.0, legs, found))
+    for item_id, slots in found.items():
+        total = sum(
+            w * max(0.0, min(1.0, s[1])) for w, s in zip(leg_weights, slots, strict=True) if s is not None
+        )
+        hits.append(FusedHit(item_id, total / total_weight if total_weight > 0 else 0.0, names, slots))
     return hits
 
 
@@ -176,7 +194,7 @@ def fuse_adaptive(
     keyword (fusion works on the BM25 scores behind them). A leg absent from `legs` has share 0;
     an item a leg did not return scores 0 there. Hits come in first-seen order (see fuse_rrf).
     """
-    order, positions = _collect(legs)
+    names, found = _collect(legs)
     keyword_scores = [unmap_keyword_score(h.raw_score) for h in legs.get("keyword", [])]
     semantic_scores = [h.raw_score for h in legs.get("semantic", [])]
     if "semantic" in legs and "keyword" in legs:
@@ -184,14 +202,14 @@ def fuse_adaptive(
     else:
         shares = {leg: 1.0 for leg in legs}
     leg_scores = {"keyword": keyword_scores, "semantic": semantic_scores}
-    by_leg: dict[str, dict[str, float]] = {}
-    for leg, leg_hits in legs.items():
-        values = _normalised(leg_scores.get(leg) or [h.raw_score for h in leg_hits], depth)
-        by_leg[leg] = {}
-        for hit, value in zip(leg_hits, values, strict=True):
-            by_leg[leg].setdefault(hit.id, value)
+    # Per leg, the normalised value of each position; an item takes the one of its first position.
+    values = [_normalised(leg_scores.get(leg) or [h.raw_score for h in legs[leg]], depth) for leg in names]
+    leg_shares = [shares[leg] for leg in names]
     hits = []
-    for item_id in order:
-        total = sum(shares[leg] * by_leg[leg].get(item_id, 0.0) for leg in legs)
-        hits.append(_hit(item_id, total, legs, positions[item_id]))
+    for item_id, slots in found.items():
+        total = sum(
+            share * (leg_values[s[2]] if s is not None else 0.0)
+            for share, leg_values, s in zip(leg_shares, values, slots, strict=True)
+        )
+        hits.append(FusedHit(item_id, total, names, slots))
     return hits, shares

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 
@@ -45,8 +46,7 @@ EXACT_SCAN_COST_RATIO = 5
 LEG_DEPTH = 100
 
 
-@dataclass(frozen=True, slots=True)
-class RankedHit:
+class RankedHit(NamedTuple):
     """A fused candidate with what ordering and display need."""
 
     hit: FusedHit
@@ -242,7 +242,23 @@ async def rank_candidates(
         match_types["semantic"] = "semantic"
         timings.add("semantic", started)
     started = time.perf_counter()
-    leg_hits = {name: [LegHit(str(r.id), r.score) for r in rows] for name, rows in legs.items()}
+    ranked, weights = fuse_legs(legs, plan, depth)
+    timings.add("fuse", started)
+    return ranked, match_types, weights
+
+
+def fuse_legs(
+    legs: dict[str, list[LegRow]], plan: LegPlan, depth: int
+) -> tuple[list[RankedHit], dict[str, float]]:
+    """The legs' rows fused by the plan's fusion, best first (tie_break_key), and the weights it used."""
+    leg_hits: dict[str, list[LegHit]] = {}
+    info: dict[str, LegRow] = {}
+    for name, rows in legs.items():
+        hits = leg_hits[name] = []
+        for row in rows:
+            item_id = str(row.id)
+            hits.append(LegHit(item_id, row.score))
+            info[item_id] = row
     weights = {name: plan.weights[name] for name in leg_hits}
     if plan.fusion == "weighted":
         fused = fuse_weighted(leg_hits, weights)
@@ -250,8 +266,9 @@ async def rank_candidates(
         fused = fuse_rrf(leg_hits, weights, k=plan.k, depth=depth)
     else:
         fused, weights = fuse_adaptive(leg_hits, weights, depth=depth)
-    info = {str(r.id): r for rows in legs.values() for r in rows}
-    ranked = [RankedHit(h, info[h.id].created_at, info[h.id].path) for h in fused]
+    ranked = []
+    for hit in fused:
+        row = info[hit.id]
+        ranked.append(RankedHit(hit, row.created_at, row.path))
     ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
-    timings.add("fuse", started)
-    return ranked, match_types, weights
+    return ranked, weights

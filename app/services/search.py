@@ -43,7 +43,7 @@ from app.state import ServiceState
 
 
 def _match_type(hit: FusedHit, match_types: dict[str, str]) -> str:
-    present = [leg for leg, rank in hit.ranks.items() if rank is not None]
+    present = hit.legs_found
     if len(present) > 1:
         return "hybrid"
     return match_types[present[0]] if present else "hybrid"
