@@ -125,13 +125,15 @@ async def search_by_vector(
         similarity += (
             f" AND (m.script IS NULL OR m.script = ANY({sql.bind(list(f.embedder_scripts))}::text[]))"
         )
+    # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
+    # per row; the score 1 - distance is the same float8 subtraction done here.
     rows = await conn.fetch(
-        f"SELECT m.id, 1 - (m.embedding <=> {q}) AS score, m.created_at, m.path FROM memory m "
+        f"SELECT m.id, m.embedding <=> {q} AS distance, m.created_at, m.path FROM memory m "
         f"WHERE {where} AND m.embedding IS NOT NULL{similarity} "
         f"ORDER BY {order}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
-    return _leg_rows(rows)
+    return [LegRow(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
-
-
-class LegHit(NamedTuple):
-    """One result of one leg, legs being ranked best first."""
-
-    id: str
-    raw_score: float
-
 
 # Where an item stood in one leg: (competition rank, raw score, index in the leg's list); None
 # where the leg did not return it.
 _Slot = tuple[int, float, int] | None
+
+
+class Leg:
+    """One leg's results, best first: ids and raw scores, each item's rank and first position.
+
+    Built as soon as the leg's rows arrive, so a search prepares its keyword leg while the query
+    embedding is still being computed.
+
+    Ranks are competition ranks (1, 2, 2, 4): items a leg cannot tell apart (equal raw scores,
+    e.g. identical text) share a rank, so fusion does not invent a difference between them and
+    the documented tie order (created_at DESC, id ASC) decides. A repeat of an item is ignored.
+    """
+
+    __slots__ = ("ids", "positions", "scores")
+
+    def __init__(self, ids: Sequence[str], scores: Sequence[float]) -> None:
+        self.ids = ids
+        self.scores = scores
+        positions: dict[str, tuple[int, float, int]] = {}
+        rank = 0
+        previous: float | None = None
+        for position, (item_id, raw) in enumerate(zip(ids, scores, strict=True)):
+            if previous is None or raw != previous:
+                rank = position + 1
+                previous = raw
+            if item_id not in positions:
+                positions[item_id] = (rank, raw, position)
+        self.positions = positions
 
 
 class FusedHit:
@@ -50,33 +69,24 @@ class FusedHit:
         return [leg for leg, s in zip(self._legs, self._slots, strict=True) if s is not None]
 
 
-def _collect(legs: Mapping[str, Sequence[LegHit]]) -> tuple[tuple[str, ...], dict[str, list[_Slot]]]:
-    """Each item's slot per leg, items in first-seen order (a leg's repeat of an item is ignored).
+# Per item, the legs' terms are added left to right in leg order; with the two legs there are,
+# that is bit for bit what sum() gave (Python 3.12's compensated sum differs only from 3 terms on).
 
-    Ranks are competition ranks (1, 2, 2, 4): items a leg cannot tell apart (equal raw scores,
-    e.g. identical text) share a rank, so fusion does not invent a difference between them and
-    the documented tie order (created_at DESC, id ASC) decides.
-    """
+
+def _collect(legs: Mapping[str, Leg]) -> tuple[tuple[str, ...], dict[str, list[_Slot]]]:
+    """Each item's slot per leg, items in first-seen order (legs in order, each best first)."""
     names = tuple(legs)
-    empty: list[_Slot] = [None] * len(names)
+    maps = [leg.positions for leg in legs.values()]
     found: dict[str, list[_Slot]] = {}
-    for index, hits in enumerate(legs.values()):
-        rank = 0
-        previous: float | None = None
-        for position, (item_id, raw) in enumerate(hits):
-            if previous is None or raw != previous:
-                rank = position + 1
-                previous = raw
-            slots = found.get(item_id)
-            if slots is None:
-                slots = found[item_id] = empty.copy()
-            if slots[index] is None:
-                slots[index] = (rank, raw, position)
+    for positions in maps:
+        for item_id in positions:
+            if item_id not in found:
+                found[item_id] = [other.get(item_id) for other in maps]
     return names, found
 
 
 def fuse_rrf(
-    legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], *, k: int = 60, depth: int
+    legs: Mapping[str, Leg], weights: Mapping[str, float], *, k: int = 60, depth: int
 ) -> list[FusedHit]:
     """Σ wᵢ/(k + rankᵢ), a missing item taking rank depth + 1, divided by the best possible Σ wᵢ/(k + 1).
 
@@ -89,14 +99,14 @@ def fuse_rrf(
     best = sum(w / (k + 1) for w in leg_weights)
     hits = []
     for item_id, slots in found.items():
-        total = sum(
-            w / (k + (s[0] if s is not None else depth + 1)) for w, s in zip(leg_weights, slots, strict=True)
-        )
+        total = 0.0
+        for w, s in zip(leg_weights, slots, strict=True):
+            total += w / (k + (s[0] if s is not None else depth + 1))
         hits.append(FusedHit(item_id, total / best if best > 0 else 0.0, names, slots))
     return hits
 
 
-def fuse_weighted(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float]) -> list[FusedHit]:
+def fuse_weighted(legs: Mapping[str, Leg], weights: Mapping[str, float]) -> list[FusedHit]:
     """Σ wᵢ · scoreᵢ / Σ wᵢ (missing = 0): with 0.7/0.3 and both legs, exactly 0.7·vector + 0.3·keyword.
 
     Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
@@ -106,9 +116,10 @@ def fuse_weighted(legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, fl
     total_weight = sum(leg_weights)
     hits = []
     for item_id, slots in found.items():
-        total = sum(
-            w * max(0.0, min(1.0, s[1])) for w, s in zip(leg_weights, slots, strict=True) if s is not None
-        )
+        total = 0.0
+        for w, s in zip(leg_weights, slots, strict=True):
+            if s is not None:
+                total += w * max(0.0, min(1.0, s[1]))
         hits.append(FusedHit(item_id, total / total_weight if total_weight > 0 else 0.0, names, slots))
     return hits
 
@@ -186,7 +197,7 @@ def _normalised(scores: Sequence[float], depth: int) -> list[float]:
 
 
 def fuse_adaptive(
-    legs: Mapping[str, Sequence[LegHit]], weights: Mapping[str, float], *, depth: int
+    legs: Mapping[str, Leg], weights: Mapping[str, float], *, depth: int
 ) -> tuple[list[FusedHit], dict[str, float]]:
     """Convex combination of the legs' normalised scores with per-query shares; returns hits and shares.
 
@@ -195,21 +206,20 @@ def fuse_adaptive(
     an item a leg did not return scores 0 there. Hits come in first-seen order (see fuse_rrf).
     """
     names, found = _collect(legs)
-    keyword_scores = [unmap_keyword_score(h.raw_score) for h in legs.get("keyword", [])]
-    semantic_scores = [h.raw_score for h in legs.get("semantic", [])]
+    keyword_scores = [unmap_keyword_score(raw) for raw in legs["keyword"].scores] if "keyword" in legs else []
+    semantic_scores = list(legs["semantic"].scores) if "semantic" in legs else []
     if "semantic" in legs and "keyword" in legs:
         shares = adaptive_shares(semantic_scores, keyword_scores, weights)
     else:
         shares = {leg: 1.0 for leg in legs}
     leg_scores = {"keyword": keyword_scores, "semantic": semantic_scores}
     # Per leg, the normalised value of each position; an item takes the one of its first position.
-    values = [_normalised(leg_scores.get(leg) or [h.raw_score for h in legs[leg]], depth) for leg in names]
+    values = [_normalised(leg_scores.get(leg) or list(legs[leg].scores), depth) for leg in names]
     leg_shares = [shares[leg] for leg in names]
     hits = []
     for item_id, slots in found.items():
-        total = sum(
-            share * (leg_values[s[2]] if s is not None else 0.0)
-            for share, leg_values, s in zip(leg_shares, values, slots, strict=True)
-        )
+        total = 0.0
+        for share, leg_values, s in zip(leg_shares, values, slots, strict=True):
+            total += share * (leg_values[s[2]] if s is not None else 0.0)
         hits.append(FusedHit(item_id, total, names, slots))
     return hits, shares

@@ -15,10 +15,9 @@ from app.embeddings.base import Vector
 from app.repositories import search as search_repo
 from app.repositories import sizes as size_repo
 from app.repositories.search import CandidateFilter, LegRow
-from app.retrieval.fusion import FusedHit, LegHit, fuse_adaptive, fuse_rrf, fuse_weighted, map_keyword_score
+from app.retrieval.fusion import FusedHit, Leg, fuse_adaptive, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.language import unreadable_script
 from app.retrieval.query import ParsedQuery, ilike_patterns
-from app.retrieval.scoring import tie_break_key
 from app.services.requests import FusionWeights
 from app.services.scopes import ScopeSettings
 from app.services.timings import Timings
@@ -164,8 +163,12 @@ async def run_keyword_leg(
     limit: int,
     *,
     exact: bool = False,
-) -> tuple[list[LegRow], str]:
-    """BM25 over the tenant's postings (exact: every posting), else the substring tier, with the match type."""
+) -> tuple[list[LegRow], list[float], str]:
+    """BM25 over the tenant's postings (exact: every posting), else the substring tier.
+
+    Returns the rows best first, each row's score as fusion takes it (BM25 mapped into [0, 1),
+    substring shares scaled down), and the match type.
+    """
     query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
     if query_text:
         per_lexeme = max(state.settings.keyword_postings_per_lexeme, 2 * limit)
@@ -188,16 +191,12 @@ async def run_keyword_leg(
             if len(found.rows) >= limit or not found.truncated:
                 break
         if found.rows:
-            return [
-                LegRow(r.id, map_keyword_score(r.score), r.created_at, r.path) for r in found.rows
-            ], "bm25"
+            return found.rows, [map_keyword_score(r.score) for r in found.rows], "bm25"
     patterns = ilike_patterns(parsed)
     if not patterns:
-        return [], SUBSTRING_MATCH_TYPE
+        return [], [], SUBSTRING_MATCH_TYPE
     rows = await search_repo.search_by_substring(conn, f=f, patterns=patterns, limit=limit)
-    return [
-        LegRow(r.id, r.score * SUBSTRING_SCORE_SCALE, r.created_at, r.path) for r in rows
-    ], SUBSTRING_MATCH_TYPE
+    return rows, [r.score * SUBSTRING_SCORE_SCALE for r in rows], SUBSTRING_MATCH_TYPE
 
 
 async def rank_candidates(
@@ -215,23 +214,26 @@ async def rank_candidates(
 ) -> tuple[list[RankedHit], dict[str, str], dict[str, float]]:
     """Run the planned legs (each to `depth` hits) inside the open tenant transaction and fuse them.
 
-    Returns the fused hits best first, each leg's match type, and the weights fusion used (the
-    per-query shares for adaptive fusion).
+    Returns the fused hits (unordered: callers sort their final scores with tie_break_key), each
+    leg's match type, and the weights fusion used (the per-query shares for adaptive fusion).
     """
-    legs: dict[str, list[LegRow]] = {}
+    legs: dict[str, Leg] = {}
+    rows_by_id: dict[str, LegRow] = {}
     match_types: dict[str, str] = {}
     if plan.keyword:
         started = time.perf_counter()
-        legs["keyword"], match_types["keyword"] = await run_keyword_leg(
+        rows, scores, match_types["keyword"] = await run_keyword_leg(
             state, conn, f, parsed, depth, exact=force_exact
         )
+        # Prepared for fusion now: the query embedding is usually still running.
+        legs["keyword"] = _fusion_leg(rows, scores, rows_by_id)
         timings.add("keyword", started)
     query_vector = await vector if plan.semantic and vector is not None else None
     if query_vector is not None and state.embedder is not None:
         started = time.perf_counter()
         exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, depth)
         scripts = state.embedder.scripts
-        legs["semantic"] = await search_repo.search_by_vector(
+        rows = await search_repo.search_by_vector(
             conn,
             f=replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
             query_vector=query_vector,
@@ -239,36 +241,42 @@ async def rank_candidates(
             exact=exact,
             min_similarity=min_similarity,
         )
+        legs["semantic"] = _fusion_leg(rows, [row.score for row in rows], rows_by_id)
         match_types["semantic"] = "semantic"
         timings.add("semantic", started)
     started = time.perf_counter()
-    ranked, weights = fuse_legs(legs, plan, depth)
+    ranked, weights = fuse_legs(legs, rows_by_id, plan, depth)
     timings.add("fuse", started)
     return ranked, match_types, weights
 
 
+def _fusion_leg(rows: Sequence[LegRow], scores: list[float], rows_by_id: dict[str, LegRow]) -> Leg:
+    """A leg's rows and scores as fusion takes them; each row is also kept by its id (created_at, path)."""
+    ids = []
+    for row in rows:
+        item_id = str(row.id)
+        ids.append(item_id)
+        rows_by_id[item_id] = row
+    return Leg(ids, scores)
+
+
 def fuse_legs(
-    legs: dict[str, list[LegRow]], plan: LegPlan, depth: int
+    legs: dict[str, Leg], rows_by_id: dict[str, LegRow], plan: LegPlan, depth: int
 ) -> tuple[list[RankedHit], dict[str, float]]:
-    """The legs' rows fused by the plan's fusion, best first (tie_break_key), and the weights it used."""
-    leg_hits: dict[str, list[LegHit]] = {}
-    info: dict[str, LegRow] = {}
-    for name, rows in legs.items():
-        hits = leg_hits[name] = []
-        for row in rows:
-            item_id = str(row.id)
-            hits.append(LegHit(item_id, row.score))
-            info[item_id] = row
-    weights = {name: plan.weights[name] for name in leg_hits}
+    """The legs fused by the plan's fusion, and the weights it used.
+
+    Hits come unordered: every caller orders its own final scores (decayed, recall's composite)
+    with tie_break_key, and a sort here was a second one over the same ~150 candidates.
+    """
+    weights = {name: plan.weights[name] for name in legs}
     if plan.fusion == "weighted":
-        fused = fuse_weighted(leg_hits, weights)
+        fused = fuse_weighted(legs, weights)
     elif plan.fusion == "rrf":
-        fused = fuse_rrf(leg_hits, weights, k=plan.k, depth=depth)
+        fused = fuse_rrf(legs, weights, k=plan.k, depth=depth)
     else:
-        fused, weights = fuse_adaptive(leg_hits, weights, depth=depth)
+        fused, weights = fuse_adaptive(legs, weights, depth=depth)
     ranked = []
     for hit in fused:
-        row = info[hit.id]
+        row = rows_by_id[hit.id]
         ranked.append(RankedHit(hit, row.created_at, row.path))
-    ranked.sort(key=lambda r: tie_break_key(r.hit.score, r.created_at, r.hit.id))
     return ranked, weights
