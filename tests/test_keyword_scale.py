@@ -119,7 +119,13 @@ async def _statistics_match_the_rows(conn: asyncpg.Connection, tenant_id: str) -
     )
     assert corpus is not None and rows is not None
     assert (corpus["n"], corpus["total"]) == (rows["n"], rows["total"])
-    postings = await conn.fetchval("SELECT count(*) FROM keyword_posting WHERE tenant_id = $1", tenant)
+    # Live postings: the delta, and the blocks without the rows deleted or re-indexed since.
+    postings = await conn.fetchval(
+        "SELECT (SELECT count(*) FROM keyword_posting WHERE tenant_id = $1) + (SELECT count(*) FROM keyword_block k "
+        "CROSS JOIN LATERAL unnest(k.memory_ids) AS u(id) WHERE k.tenant_id = $1 AND NOT EXISTS "
+        "(SELECT 1 FROM keyword_stale s WHERE s.tenant_id = $1 AND s.memory_id = u.id))",
+        tenant,
+    )
     assert postings == sum(r["n"] for r in counted)
 
 
@@ -133,7 +139,12 @@ async def test_keyword_statistics_follow_inserts_deletes_and_text_changes(
     )
     await _batch(client, other, ["glacier glacier crevasses"] * 5)
     await _statistics_match_the_rows(admin_conn, tenant.id)
-    for memory_id in ids[:7]:
+    # Half the rows' postings into blocks (migration 0012), the other half's left in the delta.
+    await admin_conn.execute("SELECT keyword_compact($1)", uuid.UUID(tenant.id))
+    recent = await _batch(
+        client, tenant, [f"The glacier report {i} mentions crevasses and seracs" for i in range(30, 45)]
+    )
+    for memory_id in [*ids[:7], *recent[:3]]:
         assert (await client.delete(f"/v1/memories/{memory_id}", headers=tenant.headers())).status_code == 204
     for content in (
         "# Notes\n\nThe glacier moved.\n",
@@ -181,9 +192,19 @@ async def test_deleting_a_tenant_removes_its_memories_postings_and_statistics(
     client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
 ) -> None:
     tenant = await make_tenant()
-    await _batch(client, tenant, [f"The lighthouse log {i} mentions fog" for i in range(20)])
+    ids = await _batch(client, tenant, [f"The lighthouse log {i} mentions fog" for i in range(20)])
+    await admin_conn.execute("SELECT keyword_compact($1)", uuid.UUID(tenant.id))
+    await _batch(client, tenant, ["The lighthouse keeper left"])
+    assert (await client.delete(f"/v1/memories/{ids[0]}", headers=tenant.headers())).status_code == 204
     await tenant_service.delete_tenant(admin_conn, tenant.id)
     tenant_id = uuid.UUID(tenant.id)
-    for table in ("memory", "keyword_posting", "keyword_lexeme_stat", "keyword_corpus_stat"):
+    for table in (
+        "memory",
+        "keyword_posting",
+        "keyword_block",
+        "keyword_stale",
+        "keyword_lexeme_stat",
+        "keyword_corpus_stat",
+    ):
         assert await admin_conn.fetchval(f"SELECT count(*) FROM {table} WHERE tenant_id = $1", tenant_id) == 0
     assert await admin_conn.fetchval("SELECT count(*) FROM tenant WHERE id = $1", tenant_id) == 0

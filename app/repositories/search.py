@@ -174,6 +174,19 @@ _MEMORY_OF = (
 
 _TF_PART = "{tf} / ({tf} + $3::float8 + $4::float8 / c.avgdl * {dl})"
 
+# Every live posting of lexeme w.lexeme in tenant tenant.id (migration 0012): the blocks without
+# the postings of rows deleted or re-indexed since they were compacted, and the delta.
+_ALL_POSTINGS = """
+    SELECT tenant.id AS tenant_id, u.memory_id, u.tf, u.dl
+    FROM keyword_block k
+    CROSS JOIN LATERAL unnest(k.memory_ids, k.term_frequencies, k.document_lengths) AS u(memory_id, tf, dl)
+    WHERE k.tenant_id = tenant.id AND k.lexeme = w.lexeme
+      AND NOT EXISTS (SELECT 1 FROM keyword_stale s WHERE s.tenant_id = tenant.id AND s.memory_id = u.memory_id)
+    UNION ALL
+    SELECT p.tenant_id, p.memory_id, p.term_frequency, p.document_length FROM keyword_posting p
+    WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
+"""
+
 
 async def search_by_bm25(
     conn: asyncpg.Connection,
@@ -191,7 +204,8 @@ async def search_by_bm25(
 
     postings_per_lexeme=None is exact BM25: every posting of every query lexeme is scored. With a
     number, a query whose lexemes have more than exact_below_postings postings in all reads only
-    that many per tenant and lexeme, best impact first (the primary key's order), so its cost
+    that many per tenant and lexeme, best impact first (keyword_block's key order, merged with the
+    recent postings of keyword_posting), so its cost
     depends on the query, not on the tenant's size; the `candidates` best by their partial sums
     are then re-scored exactly from their stored search_vector, which adds what the cut left out.
     Rare lexemes (the ones that decide BM25) are read whole; a common one carries little idf, so
@@ -207,9 +221,9 @@ async def search_by_bm25(
         statement = f"""
         WITH {_BM25_STATS}, scored AS MATERIALIZED (
             SELECT p.tenant_id, p.memory_id,
-                   sum(w.idf * {_TF_PART.format(tf="p.term_frequency", dl="p.document_length")}) AS score
-            FROM w CROSS JOIN corpus c
-            JOIN keyword_posting p ON p.tenant_id = ANY($2::uuid[]) AND p.lexeme = w.lexeme
+                   sum(w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")}) AS score
+            FROM unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
+            CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
             GROUP BY p.tenant_id, p.memory_id
         )
         SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, false AS truncated
@@ -230,38 +244,62 @@ async def search_by_bm25(
                        AS lists_cut
             FROM w
         ), top AS MATERIALIZED (
-            -- Backwards over (tenant_id, lexeme, impact, memory_id): best impact first, no sort.
-            SELECT p.tenant_id, p.memory_id,
-                   w.idf * {_TF_PART.format(tf="p.term_frequency", dl="p.document_length")} AS part
-            FROM unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
+            -- Best first: the first blocks of each lexeme (key order) and the delta's best
+            -- (its key backwards), merged. Stale block postings are not filtered here: one takes a
+            -- slot, and with any stale posting in the tenants the candidates are re-scored below.
+            SELECT p.tenant_id, p.memory_id, w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")} AS part
+            FROM depth d CROSS JOIN unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
             CROSS JOIN LATERAL (
-                SELECT p.tenant_id, p.memory_id, p.term_frequency, p.document_length FROM keyword_posting p
-                WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
-                ORDER BY p.impact DESC, p.memory_id DESC
-                LIMIT (SELECT per_lexeme FROM depth)
+                SELECT * FROM (
+                    (SELECT tenant.id AS tenant_id, u.memory_id, u.tf, u.dl, keyword_impact(u.tf, u.dl) AS impact
+                     FROM (SELECT k.memory_ids, k.term_frequencies, k.document_lengths FROM keyword_block k
+                           WHERE k.tenant_id = tenant.id AND k.lexeme = w.lexeme ORDER BY k.bucket, k.block
+                           LIMIT d.per_lexeme) k
+                     CROSS JOIN LATERAL unnest(k.memory_ids, k.term_frequencies, k.document_lengths)
+                         AS u(memory_id, tf, dl)
+                     LIMIT d.per_lexeme)
+                    UNION ALL
+                    (SELECT p.tenant_id, p.memory_id, p.term_frequency, p.document_length, p.impact
+                     FROM keyword_posting p WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
+                     ORDER BY p.impact DESC, p.memory_id DESC LIMIT d.per_lexeme)
+                ) x ORDER BY impact DESC, memory_id DESC LIMIT d.per_lexeme
             ) p
+            WHERE d.per_lexeme IS NOT NULL
+            UNION ALL
+            -- Under the bound: every live posting.
+            SELECT p.tenant_id, p.memory_id, w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")} AS part
+            FROM depth d CROSS JOIN unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
+            CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
+            WHERE d.per_lexeme IS NULL
         ), ranked AS MATERIALIZED (
             SELECT tenant_id, memory_id, sum(part) AS partial FROM top GROUP BY tenant_id, memory_id
             ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int + 1
         ), cut AS MATERIALIZED (
             SELECT * FROM ranked ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int
         ), flags AS MATERIALIZED (
-            SELECT d.lists_cut, (SELECT count(*) FROM ranked) > {sql.bind(candidates)}::int AS candidates_cut
+            SELECT d.lists_cut, (SELECT count(*) FROM ranked) > {sql.bind(candidates)}::int AS candidates_cut,
+                   EXISTS (SELECT 1 FROM keyword_stale s WHERE s.tenant_id = ANY($2::uuid[])) AS stale
             FROM depth d
         ), lexemes AS MATERIALIZED (SELECT array_agg(lexeme) AS all_of_them FROM w)
-        SELECT m.id, m.created_at, m.path,
-               CASE WHEN NOT flags.lists_cut THEN $5::float8 * cut.partial
-               -- Exact score of a row the cut may have shortchanged: its own tsvector narrowed to
-               -- the query lexemes (setweight marks them, ts_filter keeps them).
-               ELSE $5::float8 * (
-                   SELECT sum(w.idf * {_TF_PART.format(tf=tf, dl="length(m.search_vector)")})
-                   FROM unnest(ts_filter(setweight(m.search_vector, 'A', l.all_of_them), '{{a}}')) AS u
-                   JOIN w ON w.lexeme = u.lexeme
-               ) END AS score,
-               flags.lists_cut OR flags.candidates_cut AS truncated
-        FROM cut CROSS JOIN LATERAL ({_MEMORY_OF.format(source="cut", where=where)}) m
-        CROSS JOIN lexemes l CROSS JOIN corpus c CROSS JOIN flags
-        ORDER BY score DESC, {TIE_BREAK_SQL}
+        SELECT * FROM (
+            SELECT m.id, m.created_at, m.path,
+                   CASE WHEN NOT (flags.lists_cut OR flags.stale) THEN $5::float8 * cut.partial
+                   -- Exact score of a row the cut may have shortchanged: its own tsvector narrowed to
+                   -- the query lexemes (setweight marks them, ts_filter keeps them).
+                   ELSE $5::float8 * (
+                       SELECT sum(w.idf * {_TF_PART.format(tf=tf, dl="length(m.search_vector)")})
+                       FROM unnest(ts_filter(setweight(m.search_vector, 'A', l.all_of_them), '{{a}}')) AS u
+                       JOIN w ON w.lexeme = u.lexeme
+                   ) END AS score,
+                   flags.lists_cut OR flags.candidates_cut AS truncated
+            FROM cut CROSS JOIN LATERAL ({_MEMORY_OF.format(source="cut", where=where)}) m
+            CROSS JOIN lexemes l CROSS JOIN corpus c CROSS JOIN flags
+            OFFSET 0
+        ) m
+        -- A row re-indexed since its postings went into blocks may hold none of the words now.
+        -- (OFFSET 0 above: scored once, not again for this filter.)
+        WHERE m.score IS NOT NULL
+        ORDER BY m.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
         """
     rows = await conn.fetch(statement, *sql.params)
