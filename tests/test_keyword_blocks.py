@@ -1,4 +1,4 @@
-"""Keyword postings in blocks (migration 0012): compaction changes no ranking, deletes and new text stay exact."""
+"""Keyword postings in blocks (migration 0013): compaction changes no ranking, deletes and new text stay exact."""
 
 from __future__ import annotations
 

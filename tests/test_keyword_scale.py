@@ -139,7 +139,7 @@ async def test_keyword_statistics_follow_inserts_deletes_and_text_changes(
     )
     await _batch(client, other, ["glacier glacier crevasses"] * 5)
     await _statistics_match_the_rows(admin_conn, tenant.id)
-    # Half the rows' postings into blocks (migration 0012), the other half's left in the delta.
+    # Half the rows' postings into blocks (migration 0013), the other half's left in the delta.
     await admin_conn.execute("SELECT keyword_compact($1)", uuid.UUID(tenant.id))
     recent = await _batch(
         client, tenant, [f"The glacier report {i} mentions crevasses and seracs" for i in range(30, 45)]

@@ -174,7 +174,7 @@ _MEMORY_OF = (
 
 _TF_PART = "{tf} / ({tf} + $3::float8 + $4::float8 / c.avgdl * {dl})"
 
-# Every live posting of lexeme w.lexeme in tenant tenant.id (migration 0012): the blocks without
+# Every live posting of lexeme w.lexeme in tenant tenant.id (migration 0013): the blocks without
 # the postings of rows deleted or re-indexed since they were compacted, and the delta.
 _ALL_POSTINGS = """
     SELECT tenant.id AS tenant_id, u.memory_id, u.tf, u.dl

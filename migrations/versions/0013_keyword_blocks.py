@@ -19,14 +19,14 @@ than the memory row itself; converted into blocks, 234 (docs/benchmarks.md). Now
   the next compaction removes them from the blocks. A row's postings are all in the delta or all
   in blocks, so a delete that found its rows in the delta needs no stale record.
 
-Revision ID: 0012_keyword_blocks
-Revises: 0011_serving_role
+Revision ID: 0013_keyword_blocks
+Revises: 0012_rls_tenant_ids_once
 """
 
 from alembic import op
 
-revision = "0012_keyword_blocks"
-down_revision = "0011_serving_role"
+revision = "0013_keyword_blocks"
+down_revision = "0012_rls_tenant_ids_once"
 branch_labels = None
 depends_on = None
 
@@ -273,9 +273,10 @@ def upgrade() -> None:
         op.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
         op.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         op.execute(
+            # The tenant ids once per statement, as 0012_rls_tenant_ids_once made every policy.
             f"CREATE POLICY {table}_tenant_isolation ON {table} "
-            "USING (tenant_id = ANY (recalld_tenant_ids())) "
-            "WITH CHECK (tenant_id = ANY (recalld_tenant_ids()))"
+            "USING (tenant_id = ANY ((SELECT recalld_tenant_ids())::uuid[])) "
+            "WITH CHECK (tenant_id = ANY ((SELECT recalld_tenant_ids())::uuid[]))"
         )
         op.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO recalld_app")
     op.execute("GRANT EXECUTE ON FUNCTION keyword_compact(uuid) TO recalld_app")
