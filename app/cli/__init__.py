@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="--scenario scale: tenant sizes to grow through",
     )
     bench_cmd.add_argument(
+        "--stability-mode",
+        choices=["keyword", "semantic", "hybrid"],
+        default="keyword",
+        help="--scenario scale: the mode timed right after each load and a minute later",
+    )
+    bench_cmd.add_argument(
         "--seed",
         type=int,
         default=10,

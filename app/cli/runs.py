@@ -202,6 +202,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             concurrency=args.concurrency,
             duration_s=args.duration,
             seed=args.seed,
+            stability_mode=args.stability_mode,
         )
         return 0
     if args.size and not args.skip_load:

@@ -1,6 +1,6 @@
 """`recalld bench --scenario scale`: one tenant grown step by step, latency measured at each size.
 
-At each size the keyword leg is timed twice right away: within seconds of the last batch (before
+At each size one search mode (keyword unless --stability-mode says otherwise) is timed twice: within seconds of the last batch (before
 autovacuum could refresh any statistics) and a minute later, so a plan that depends on fresh
 statistics shows as a ratio. Then every requested mode runs at every concurrency, and the growth
 factor of keyword p50 from the smallest to the largest size is printed.
@@ -41,8 +41,12 @@ def run_scale_bench(
     duration_s: float,
     settle_s: float = 60.0,
     seed: int = 1,
+    stability_mode: str = "keyword",
 ) -> list[LoadResult]:
-    """Grow the key's tenant to each size in turn (batch endpoint) and measure; prints as it goes."""
+    """Grow the key's tenant to each size in turn (batch endpoint) and measure; prints as it goes.
+
+    stability_mode is the search mode timed right after each load and a minute later.
+    """
     ordered = sorted(sizes)
     texts = generate_memories(ordered[-1], seed=1)
     loaded = 0
@@ -57,7 +61,7 @@ def run_scale_bench(
         )
         scenario = f"scale {size:,}"
         timed: list[LoadResult] = []
-        for label in ("keyword, right after the load", "keyword, a minute later"):
+        for label in (f"{stability_mode}, right after the load", f"{stability_mode}, a minute later"):
             if timed:
                 time.sleep(settle_s)
             timed.append(
@@ -66,7 +70,7 @@ def run_scale_bench(
                     api_key,
                     scenario=scenario,
                     endpoint="search",
-                    mode="keyword",
+                    mode=stability_mode,
                     queries=generate_queries(3000, seed=seed * 1000 + size % 997 + len(timed)),
                     concurrency=1,
                     duration_s=RIGHT_AFTER_SECONDS,
@@ -76,7 +80,7 @@ def run_scale_bench(
         results += timed
         ratio = timed[0].latency_ms["p50"] / max(timed[1].latency_ms["p50"], 1e-9)
         stability.append(
-            f"{size:,}: keyword p50 right after the load {timed[0].latency_ms['p50']:.1f} ms, "
+            f"{size:,}: {stability_mode} p50 right after the load {timed[0].latency_ms['p50']:.1f} ms, "
             f"a minute later {timed[1].latency_ms['p50']:.1f} ms (×{ratio:.2f})"
         )
         for run, (c, mode) in enumerate((c, m) for c in concurrency for m in modes):
