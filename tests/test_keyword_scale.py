@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -186,6 +187,33 @@ async def test_exact_flag_gives_exact_bm25_whatever_the_settings(
     exact = await _keyword(client, tenant, "beaver", limit=2)
     assert flagged == exact
     assert [i for i, _ in pruned] != [i for i, _ in exact]
+
+
+async def test_rows_tied_at_the_candidate_cut_come_back_in_the_tie_order(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    # 250 rows score the same for "walrus" (same length, the word once) and each is a minute newer
+    # than the last. Their postings are few enough to be read whole, so the leg must return what
+    # exact BM25 does: the newest first. The cut to 150 candidates used to keep the 150 smallest
+    # ids, a random half here, and the newest ten were rarely all among them.
+    start = datetime.now(UTC) - timedelta(days=1)
+    ids: list[str] = []
+    for first in (0, 125):
+        items = [
+            {
+                "type": "fact",
+                "content": f"walrus sighting {i}",
+                "created_at": (start + timedelta(minutes=i)).isoformat(),
+            }
+            for i in range(first, first + 125)
+        ]
+        response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+        assert response.status_code == 201, response.text
+        ids += [item["id"] for item in response.json()["items"]]
+    newest_first = ids[::-1]
+    assert [i for i, _ in await _keyword(client, tenant, "walrus", limit=10)] == newest_first[:10]
+    assert [i for i, _ in await _keyword(client, tenant, "walrus", limit=10, exact=True)] == newest_first[:10]
 
 
 async def test_deleting_a_tenant_removes_its_memories_postings_and_statistics(

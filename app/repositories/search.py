@@ -187,6 +187,11 @@ _ALL_POSTINGS = """
     WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
 """
 
+# The candidate cut keeps rows tied with its last one, up to this many times `candidates`, when
+# that tie reaches the `limit`-th row: ids are random, so cutting a tie by id would drop the
+# newest rows as often as the oldest.
+TIED_CANDIDATES_FACTOR = 2
+
 
 async def search_by_bm25(
     conn: asyncpg.Connection,
@@ -233,6 +238,8 @@ async def search_by_bm25(
         """
     else:
         per_lexeme, exact_below = sql.bind(postings_per_lexeme), sql.bind(exact_below_postings)
+        cand, tied_max = sql.bind(candidates), sql.bind(candidates * TIED_CANDIDATES_FACTOR)
+        lim = sql.bind(limit)
         tf = "greatest(coalesce(cardinality(u.positions), 1), 1)"
         statement = f"""
         WITH {_BM25_STATS}, depth AS MATERIALIZED (
@@ -273,11 +280,22 @@ async def search_by_bm25(
             WHERE d.per_lexeme IS NULL
         ), ranked AS MATERIALIZED (
             SELECT tenant_id, memory_id, sum(part) AS partial FROM top GROUP BY tenant_id, memory_id
-            ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int + 1
+            ORDER BY partial DESC, memory_id LIMIT {tied_max}::int + 1
+        ), tie AS MATERIALIZED (
+            -- The partial sums at the `limit`-th and at the last candidate's place.
+            SELECT (SELECT partial FROM ranked ORDER BY partial DESC, memory_id OFFSET {lim}::int - 1 LIMIT 1) AS at_limit,
+                   (SELECT partial FROM ranked ORDER BY partial DESC, memory_id OFFSET {cand}::int - 1 LIMIT 1) AS at_cut
         ), cut AS MATERIALIZED (
-            SELECT * FROM ranked ORDER BY partial DESC, memory_id LIMIT {sql.bind(candidates)}::int
+            -- Every posting read, the partial sums are the scores. When one score spans both
+            -- places, all rows holding it stay (up to tied_max) and the tie order (created_at, id)
+            -- below picks which rank, as exact BM25 does, not their random ids. Pruned, the
+            -- partial sums are not the scores, and the cut stays at `candidates`.
+            SELECT * FROM ranked ORDER BY partial DESC, memory_id LIMIT CASE
+                WHEN (SELECT per_lexeme FROM depth) IS NULL AND (SELECT at_limit = at_cut FROM tie)
+                THEN least((SELECT count(*) FROM ranked WHERE partial >= (SELECT at_cut FROM tie)), {tied_max}::int)
+                ELSE {cand}::int END
         ), flags AS MATERIALIZED (
-            SELECT d.lists_cut, (SELECT count(*) FROM ranked) > {sql.bind(candidates)}::int AS candidates_cut,
+            SELECT d.lists_cut, (SELECT count(*) FROM ranked) > (SELECT count(*) FROM cut) AS candidates_cut,
                    EXISTS (SELECT 1 FROM keyword_stale s WHERE s.tenant_id = ANY($2::uuid[])) AS stale
             FROM depth d
         ), lexemes AS MATERIALIZED (SELECT array_agg(lexeme) AS all_of_them FROM w)
