@@ -201,6 +201,12 @@ async def test_weighted_and_rrf_scores_follow_their_formulas(
         # Missing from a leg: one rank below the legs' depth, 100 whatever the limit.
         expected = sum(1 / (60 + (ranks[leg] or 101)) for leg in ("semantic", "keyword")) / (2 / 61)
         assert hit["score"] == pytest.approx(expected, abs=1e-5)
+    # min_score applies to the normalised RRF score (R-S6). Its floor is 61/160 ≈ 0.38 (rank 100
+    # in one leg, missing from the other), so the default 0.1 drops only decayed hits; higher
+    # values do filter.
+    strict = await _search(client, tenant, query=query, limit=10, fusion="rrf", min_score=0.9)
+    assert [h["id"] for h in strict["results"]] == [h["id"] for h in rrf["results"] if h["score"] >= 0.9]
+    assert 0 < len(strict["results"]) < len(rrf["results"])
     tilted = await _search(
         client,
         tenant,
