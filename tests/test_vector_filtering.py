@@ -85,13 +85,15 @@ async def test_plain_hnsw_post_filter_loses_rows_and_ours_does_not(
 ) -> None:
     small, query = crowded_table
     async with tenant_transaction(admin_conn, [small]):
-        exact = await search_repo.search_by_vector(
-            admin_conn,
-            f=CandidateFilter(tenant_ids=[small], kinds=["fact"]),
-            query_vector=query,
-            limit=LIMIT,
-            exact=True,
-        )
+        exact = (
+            await search_repo.search_by_exact_vector(
+                admin_conn,
+                f=CandidateFilter(tenant_ids=[small], kinds=["fact"]),
+                query_vector=query,
+                limit=LIMIT,
+                candidates=None,
+            )
+        ).rows
     assert len(exact) == LIMIT
     async with admin_conn.transaction():
         await admin_conn.execute("SET LOCAL hnsw.iterative_scan = off; SET LOCAL hnsw.ef_search = 40")
@@ -110,7 +112,6 @@ async def test_plain_hnsw_post_filter_loses_rows_and_ours_does_not(
             f=CandidateFilter(tenant_ids=[small], kinds=["fact"]),
             query_vector=query,
             limit=LIMIT,
-            exact=False,
         )
     assert len(approximate) == LIMIT
     overlap = len({r.id for r in approximate} & {r.id for r in exact}) / LIMIT

@@ -96,44 +96,103 @@ def _leg_rows(rows: Sequence[asyncpg.Record]) -> list[LegRow]:
     return [LegRow(r["id"], float(r["score"]), r["created_at"], r["path"]) for r in rows]
 
 
+def _semantic_extras(sql: _Sql, f: CandidateFilter, q: str, min_similarity: float | None, column: str) -> str:
+    """The semantic leg's own conditions: a similarity floor, and rows the embedder can read."""
+    extra = ""
+    if min_similarity is not None:
+        extra += f" AND {column} <=> {q} <= 1 - {sql.bind(min_similarity)}"
+    if f.embedder_scripts is not None:
+        # A vector of text the model cannot read is noise: those rows are the keyword leg's alone.
+        extra += f" AND (m.script IS NULL OR m.script = ANY({sql.bind(list(f.embedder_scripts))}::text[]))"
+    return extra
+
+
 async def search_by_vector(
     conn: asyncpg.Connection,
     *,
     f: CandidateFilter,
     query_vector: Vector,
     limit: int,
-    exact: bool,
     min_similarity: float | None = None,
 ) -> list[LegRow]:
-    """Nearest rows by cosine similarity (1 - distance).
+    """Nearest rows by cosine similarity (1 - distance) through the HNSW index on memory.embedding.
 
-    exact=True scans the tenant's rows (filtered through the btree) instead of HNSW: for a small
-    tenant inside a big table, HNSW would find the global neighbours and the tenant filter would
-    then drop nearly all of them. Ordering by `distance + 0` is what keeps the planner off HNSW.
-    For big tenants the HNSW iterative scan (set per transaction) keeps going until enough
-    neighbours pass the filter.
+    For big tenants: the HNSW iterative scan (set per transaction) keeps going until enough
+    neighbours pass the tenant and the other filters.
     """
     sql = _Sql()
     q = sql.bind(query_vector)
     where = _where(sql, f)
-    order = f"(m.embedding <=> {q}) + 0" if exact else f"m.embedding <=> {q}"
-    similarity = ""
-    if min_similarity is not None:
-        similarity = f" AND m.embedding <=> {q} <= 1 - {sql.bind(min_similarity)}"
-    if f.embedder_scripts is not None:
-        # A vector of text the model cannot read is noise: those rows are the keyword leg's alone.
-        similarity += (
-            f" AND (m.script IS NULL OR m.script = ANY({sql.bind(list(f.embedder_scripts))}::text[]))"
-        )
+    extras = _semantic_extras(sql, f, q, min_similarity, "m.embedding")
     # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
     # per row; the score 1 - distance is the same float8 subtraction done here.
     rows = await conn.fetch(
         f"SELECT m.id, m.embedding <=> {q} AS distance, m.created_at, m.path FROM memory m "
-        f"WHERE {where} AND m.embedding IS NOT NULL{similarity} "
-        f"ORDER BY {order}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
+        f"WHERE {where} AND m.embedding IS NOT NULL{extras} "
+        f"ORDER BY m.embedding <=> {q}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
     return [LegRow(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ExactVectorRows:
+    """An exact vector leg's rows, and whether the candidate cut may have hidden rows the filters keep."""
+
+    rows: list[LegRow]
+    truncated: bool
+
+
+async def search_by_exact_vector(
+    conn: asyncpg.Connection,
+    *,
+    f: CandidateFilter,
+    query_vector: Vector,
+    limit: int,
+    candidates: int | None,
+    min_similarity: float | None = None,
+) -> ExactVectorRows:
+    """Exact nearest rows by cosine similarity: every vector of the tenants, from memory_vector.
+
+    The narrow rows are ranked by distance alone; only the nearest `candidates` (None: all) then
+    visit their memory row for the filters, in distance order, until `limit` pass. So the cost is
+    one distance per tenant row plus a lookup per candidate, whatever else the table holds.
+    `truncated` says the cut may have hidden a row that belongs in the answer: too few passed, or
+    the last one ties with the farthest candidate (a tied row beyond the cut may sort before it).
+    """
+    sql = _Sql()
+    q = sql.bind(query_vector)
+    tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
+    floor = "" if min_similarity is None else f" AND v.embedding <=> {q} <= 1 - {sql.bind(min_similarity)}"
+    cut = "" if candidates is None else f" LIMIT {sql.bind(candidates)}"
+    where = _where(sql, f)
+    extras = _semantic_extras(sql, f, q, None, "m.embedding")
+    rows = await conn.fetch(
+        f"""
+        WITH nearest AS MATERIALIZED (
+            SELECT v.tenant_id, v.memory_id, v.embedding <=> {q} AS distance FROM memory_vector v
+            WHERE v.tenant_id = ANY({tenants}::uuid[]){floor}
+            ORDER BY distance{cut}
+        )
+        SELECT m.id, 1 - n.distance AS score, n.distance, m.created_at, m.path,
+               (SELECT count(*) FROM nearest) AS considered, (SELECT max(distance) FROM nearest) AS farthest
+        FROM (SELECT * FROM nearest ORDER BY distance) n CROSS JOIN LATERAL (
+            SELECT m.id, m.created_at, m.path FROM memory m
+            WHERE m.tenant_id = n.tenant_id AND m.id = n.memory_id AND {where}{extras} OFFSET 0
+        ) m
+        ORDER BY n.distance, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}
+        """,
+        *sql.params,
+    )
+    truncated = candidates is not None and (
+        # With no row left, the counts went with the rows: assume the cut hid some.
+        not rows
+        or (
+            rows[0]["considered"] >= candidates
+            and (len(rows) < limit or rows[-1]["distance"] >= rows[0]["farthest"])
+        )
+    )
+    return ExactVectorRows(_leg_rows(rows), truncated)
 
 
 @dataclass(frozen=True, slots=True)

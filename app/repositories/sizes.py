@@ -9,10 +9,12 @@ import asyncpg
 
 
 async def embedded_row_counts(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) -> tuple[int, int]:
-    """(rows with embeddings of the tenants, rows of the whole table from planner statistics)."""
+    """(rows with embeddings of the tenants, embedded rows of all tenants from planner statistics)."""
+    # memory_vector holds one narrow row per embedded memory: counting a tenant's is a short
+    # index-only scan of its primary key.
     row = await conn.fetchrow(
-        "SELECT (SELECT count(*) FROM memory WHERE tenant_id = ANY($1::uuid[]) AND embedding IS NOT NULL) AS mine, "
-        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'memory'::regclass) AS total",
+        "SELECT (SELECT count(*) FROM memory_vector WHERE tenant_id = ANY($1::uuid[])) AS mine, "
+        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'memory_vector'::regclass) AS total",
         [uuid.UUID(t) for t in tenant_ids],
     )
     assert row is not None

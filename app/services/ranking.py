@@ -43,6 +43,10 @@ EXACT_SCAN_COST_RATIO = 5
 # so fusion sees the same candidates for limit 5 and limit 100: a limit-k answer is the first k
 # of any longer one (R-S4b).
 LEG_DEPTH = 100
+# The exact vector leg filters this many nearest candidates per requested row first, then this
+# many, then all of the tenant's (most searches filter little: the first read suffices).
+EXACT_VECTOR_CANDIDATES_FACTOR = 2
+EXACT_VECTOR_DEEPER_FACTOR = 16
 
 
 class RankedHit(NamedTuple):
@@ -199,6 +203,36 @@ async def run_keyword_leg(
     return rows, [r.score * SUBSTRING_SCORE_SCALE for r in rows], SUBSTRING_MATCH_TYPE
 
 
+async def run_vector_leg(
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    query_vector: Vector,
+    limit: int,
+    *,
+    exact: bool,
+    min_similarity: float | None,
+) -> list[LegRow]:
+    """The semantic leg: HNSW, or an exact scan of the tenant's vectors filtered from the best down."""
+    if not exact:
+        return await search_repo.search_by_vector(
+            conn, f=f, query_vector=query_vector, limit=limit, min_similarity=min_similarity
+        )
+    # Filters (kind, scope, tags…) apply to the nearest candidates only: when they leave too few
+    # rows, look at more, then at all of the tenant's vectors.
+    for candidates in (EXACT_VECTOR_CANDIDATES_FACTOR * limit, EXACT_VECTOR_DEEPER_FACTOR * limit, None):
+        found = await search_repo.search_by_exact_vector(
+            conn,
+            f=f,
+            query_vector=query_vector,
+            limit=limit,
+            candidates=candidates,
+            min_similarity=min_similarity,
+        )
+        if not found.truncated:
+            break
+    return found.rows
+
+
 async def rank_candidates(
     state: ServiceState,
     conn: asyncpg.Connection,
@@ -233,11 +267,11 @@ async def rank_candidates(
         started = time.perf_counter()
         exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, depth)
         scripts = state.embedder.scripts
-        rows = await search_repo.search_by_vector(
+        rows = await run_vector_leg(
             conn,
-            f=replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
-            query_vector=query_vector,
-            limit=depth,
+            replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
+            query_vector,
+            depth,
             exact=exact,
             min_similarity=min_similarity,
         )
