@@ -137,7 +137,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         default="S1",
         help="table label; 'code' times code search, 'scale' grows one tenant, "
-        "'noisy' no-match keyword queries from another tenant",
+        "'noisy' no-match keyword queries from another tenant, 'neighbours' one tenant on a "
+        "crowded server (--url) against the same tenant alone (--baseline-url)",
+    )
+    bench_cmd.add_argument(
+        "--baseline-url",
+        default=None,
+        help="--scenario neighbours: the server holding only the measured tenant",
+    )
+    bench_cmd.add_argument("--baseline-key", default=None, help="--scenario neighbours: writer key there")
+    bench_cmd.add_argument(
+        "--rounds", type=int, default=3, help="--scenario neighbours: alternating rounds per server"
     )
     bench_cmd.add_argument(
         "--sizes",

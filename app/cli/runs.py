@@ -167,6 +167,37 @@ def _noisy_bench(args: argparse.Namespace, settings: Settings, key: str) -> None
     print(report.markdown())
 
 
+def _neighbours_bench(args: argparse.Namespace, key: str) -> None:
+    """--scenario neighbours: one tenant with and without other tenants' data (docs/benchmarks.md)."""
+    from app.evaluation import bench
+    from app.evaluation.neighbours_bench import run_neighbours_bench
+
+    if not args.baseline_url or not args.baseline_key:
+        raise CliError(
+            "--scenario neighbours needs --baseline-url and --baseline-key (the same tenant alone)"
+        )
+    modes = args.modes or ["hybrid"]
+    unknown = sorted(set(modes) - set(MEMORY_BENCH_MODES))
+    if unknown:
+        raise CliError(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MEMORY_BENCH_MODES)}")
+    reports = run_neighbours_bench(
+        (args.url, key),
+        (args.baseline_url, args.baseline_key),
+        size=args.size,
+        load=not args.skip_load,
+        modes=modes,
+        rounds=args.rounds,
+        duration=args.duration,
+        warmup=args.warmup,
+        seed=args.seed,
+    )
+    for report in reports:
+        print()
+        print(report.markdown())
+    overlap = bench.recall_against_exact(args.url, key, bench.generate_queries(100, seed=999))
+    print(f"\nsemantic recall@10 against exact search with neighbours (100 queries): {overlap:.3f}")
+
+
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from app.evaluation import bench
 
@@ -190,6 +221,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.scenario == "noisy":
         _noisy_bench(args, settings, key)
+        return 0
+    if args.scenario == "neighbours":
+        _neighbours_bench(args, key)
         return 0
     if args.scenario == "scale":
         from app.evaluation.scale_bench import run_scale_bench
