@@ -36,9 +36,10 @@ SUBSTRING_SCORE_SCALE = 0.5
 # deeper read multiplies the postings read by this factor before falling back to exact BM25.
 KEYWORD_MIN_CANDIDATES = 150
 KEYWORD_DEEPER_FACTOR = 8
-# HNSW visits ~limit/share tuples at a few times the cost of an exact scan's row (see
-# _use_exact_scan); measured on the bench's S1/S2 data, docs/benchmarks.md.
-EXACT_SCAN_COST_RATIO = 5
+# HNSW visits ~limit/share tuples, each a heap check plus distances to its graph neighbours (up
+# to 2·m = 32), where the exact scan computes one in-line distance per tenant row (see
+# _use_exact_scan); docs/benchmarks.md, "Tenant-sized vector leg".
+EXACT_SCAN_COST_RATIO = 20
 # Every leg of a search asks for this many hits whatever the request's limit (the API's largest),
 # so fusion sees the same candidates for limit 5 and limit 100: a limit-k answer is the first k
 # of any longer one (R-S4b).
@@ -133,8 +134,9 @@ async def _use_exact_scan(
 ) -> bool:
     """Exact scan or HNSW for the semantic leg, by their costs for this tenant.
 
-    An exact scan costs about one unit per tenant row; HNSW filtered to the tenant visits about
-    limit / share tuples, each a few times dearer (a heap check for the filter). Exact wins while
+    An exact scan of memory_vector costs one distance per tenant row; HNSW filtered to the tenant
+    visits about limit / share tuples, each many times dearer (a heap check for the filter, and
+    distances to its graph neighbours). Exact wins while
     rows² ≤ EXACT_SCAN_COST_RATIO · limit · table rows, and always below exact_scan_max_rows.
     """
     rows, total = await _recent(
