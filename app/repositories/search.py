@@ -167,6 +167,9 @@ async def search_by_exact_vector(
     cut = "" if candidates is None else f" LIMIT {sql.bind(candidates)}"
     where = _where(sql, f)
     extras = _semantic_extras(sql, f, q, None, "m.embedding")
+    # A tenant's rows are read in the heap's order (a bitmap scan), not the primary key's: random
+    # memory ids send an index scan to a page per row, twice the time for 10,000 rows (docs).
+    await conn.execute("SET LOCAL enable_indexscan = off")
     rows = await conn.fetch(
         f"""
         WITH nearest AS MATERIALIZED (
@@ -184,6 +187,7 @@ async def search_by_exact_vector(
         """,
         *sql.params,
     )
+    await conn.execute("RESET enable_indexscan")
     truncated = candidates is not None and (
         # With no row left, the counts went with the rows: assume the cut hid some.
         not rows
