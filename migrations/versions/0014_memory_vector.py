@@ -12,18 +12,15 @@ Triggers keep it in step with memory in the writing transaction: a row with an e
 copy on insert, an update of the embedding replaces or removes it, and the foreign key's cascade
 removes it with its memory (forget, expiry, tenant deletion). HNSW stays on memory.embedding.
 
-It also joins the two revisions that both followed 0011 (0012_keyword_blocks and
-0012_rls_tenant_ids_once): Alembic needs one head.
-
-Revision ID: 0013_memory_vector
-Revises: 0012_keyword_blocks, 0012_rls_tenant_ids_once
+Revision ID: 0014_memory_vector
+Revises: 0013_keyword_blocks
 """
 
 from alembic import op
 from sqlalchemy import text
 
-revision = "0013_memory_vector"
-down_revision = ("0012_keyword_blocks", "0012_rls_tenant_ids_once")
+revision = "0014_memory_vector"
+down_revision = "0013_keyword_blocks"
 branch_labels = None
 depends_on = None
 
