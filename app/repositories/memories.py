@@ -156,9 +156,18 @@ async def recall_signals(
     conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, RecallSignals]:
     """The scoring columns of a recall pool of facts and rules; content is read for the final rows only."""
+    # One primary-key probe per (tenant, id). For `tenant_id = ANY($1) AND id = ANY($2)` the
+    # planner chose the tenant's whole (tenant_id, kind, created_at) index instead: for a pool of
+    # 25 or more ids, and in the generic plan PostgreSQL uses for a prepared statement (asyncpg
+    # prepares them all) after five runs, which cannot see the array's length (about 35 ms for 50
+    # ids at 50,000 memories, against 4-5; docs/benchmarks.md, S2). A lateral lookup with OFFSET 0
+    # cannot be turned into a scan over the tenant whatever the plan.
     rows = await conn.fetch(
-        "SELECT id, importance, confidence, decay_rate, last_confirmed_at, last_referenced_at, created_at "
-        "FROM memory WHERE tenant_id = ANY($1::uuid[]) AND id = ANY($2::uuid[]) AND kind IN ('fact', 'rule')",
+        "SELECT m.id, m.importance, m.confidence, m.decay_rate, m.last_confirmed_at, m.last_referenced_at, "
+        "m.created_at FROM unnest($1::uuid[]) AS t(id) CROSS JOIN unnest($2::uuid[]) AS i(id) "
+        "CROSS JOIN LATERAL (SELECT m.id, m.kind, m.importance, m.confidence, m.decay_rate, "
+        "m.last_confirmed_at, m.last_referenced_at, m.created_at FROM memory m "
+        "WHERE m.tenant_id = t.id AND m.id = i.id OFFSET 0) m WHERE m.kind IN ('fact', 'rule')",
         [uuid.UUID(t) for t in tenant_ids],
         list(ids),
     )
