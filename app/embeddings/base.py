@@ -19,6 +19,14 @@ EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentBatch:
+    """One embedding batch of a bulk write: positions in the texts given, and their vectors when done."""
+
+    positions: list[int]
+    vectors: asyncio.Future[list[Vector]]
+
+
+@dataclass(frozen=True, slots=True)
 class EmbedderIdentity:
     """What is recorded in the database: vectors of different identities never mix."""
 
@@ -42,6 +50,7 @@ class Embedder:
         identity: EmbedderIdentity,
         encode: EncodeFn,
         *,
+        document_encode: EncodeFn | None = None,
         runtime: str,
         batch_size: int,
         cache_size: int,
@@ -53,6 +62,8 @@ class Embedder:
         # None: any. Text in another script gets noise vectors, so search does not trust them.
         self.scripts = scripts
         self._encode = encode
+        # Bulk documents may take a higher-throughput runtime than single queries (app.embeddings.factory).
+        self._document_encode = document_encode or encode
         self._batch_size = batch_size
         self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._cache_size = cache_size
@@ -61,20 +72,73 @@ class Embedder:
         # Keyed by (tenant id, text): identical queries of two tenants never share a future either.
         self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}
         self._worker: asyncio.Task[None] | None = None
+        self._document_runs: set[asyncio.Task[None]] = set()
         self.document_texts_embedded = 0
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        """Embed texts for storage, in batches."""
-        out: list[Vector] = []
+    def start_documents(self, texts: Sequence[str]) -> list[DocumentBatch]:
+        """Start embedding texts for storage; each batch's vectors arrive as soon as it is done.
+
+        Batches hold texts of similar length (less padding computed and discarded), and a caller can
+        write one batch's rows while the next is embedded. The batches run one at a time, so
+        another request's batches interleave with these rather than queueing behind all of them.
+        Callers must `cancel_documents` the batches when they stop waiting for them.
+        """
         loop = asyncio.get_running_loop()
-        for start in range(0, len(texts), self._batch_size):
-            batch = list(texts[start : start + self._batch_size])
-            started = time.perf_counter()
-            matrix = await loop.run_in_executor(self._document_executor, self._encode, batch)
-            EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
-            out.extend(np.asarray(row, dtype=np.float32) for row in matrix)
-        self.document_texts_embedded += len(texts)
-        return out
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        batches = [
+            DocumentBatch(order[start : start + self._batch_size], loop.create_future())
+            for start in range(0, len(order), self._batch_size)
+        ]
+        run = asyncio.create_task(self._embed_batches(texts, batches))
+        self._document_runs.add(run)
+        run.add_done_callback(self._document_runs.discard)
+        return batches
+
+    async def _embed_batches(self, texts: Sequence[str], batches: list[DocumentBatch]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            for batch in batches:
+                if batch.vectors.done():  # cancelled: the caller gave up
+                    continue
+                started = time.perf_counter()
+                matrix = await loop.run_in_executor(
+                    self._document_executor, self._document_encode, [texts[i] for i in batch.positions]
+                )
+                EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
+                self.document_texts_embedded += len(batch.positions)
+                if not batch.vectors.done():
+                    batch.vectors.set_result([np.asarray(row, dtype=np.float32) for row in matrix])
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else None
+            for batch in batches:
+                if not batch.vectors.done():
+                    if failure is None:
+                        batch.vectors.cancel()
+                    else:
+                        batch.vectors.set_exception(failure)
+            if failure is None:
+                raise
+
+    @staticmethod
+    def cancel_documents(batches: Sequence[DocumentBatch]) -> None:
+        """Stop the batches not yet embedded; failures nobody will read are marked as seen."""
+        for batch in batches:
+            if not batch.vectors.done():
+                batch.vectors.cancel()
+            elif not batch.vectors.cancelled():
+                batch.vectors.exception()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        """Embed texts for storage, in batches; rows in the order given."""
+        out: list[Vector | None] = [None] * len(texts)
+        batches = self.start_documents(texts)
+        try:
+            for batch in batches:
+                for position, vector in zip(batch.positions, await batch.vectors, strict=True):
+                    out[position] = vector
+        finally:
+            self.cancel_documents(batches)
+        return [vector for vector in out if vector is not None]
 
     async def embed_query(self, text: str, *, tenant_id: str) -> Vector:
         """Embed one query; cached per tenant, and batched with concurrent queries."""

