@@ -185,11 +185,22 @@ async def write_memories(
     for row in rows:
         if row.id in indexed:
             row.search_text = search_text_for(indexed[row.id], row.tags)
-    if embedder is not None and rows:
-        vectors = await embedder.embed_documents([indexed.get(r.id, r.content) for r in rows])
-        for row, vector in zip(rows, vectors, strict=True):
-            row.embedding = vector
+    batches = (
+        embedder.start_documents([indexed.get(r.id, r.content) for r in rows]) if embedder and rows else []
+    )
     superseded = [r.supersedes for r in rows if r.supersedes is not None]
+
+    async def insert(conn: asyncpg.Connection) -> None:
+        if not batches:
+            await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+        # Each batch is written while the next one is embedded: PostgreSQL's work (HNSW insertion,
+        # postings) overlaps the model's instead of following it. The transaction stays open meanwhile,
+        # holding the tenant's usage row, which only this tenant's other writes wait for.
+        for batch in batches:
+            chunk = [rows[i] for i in batch.positions]
+            for row, vector in zip(chunk, await batch.vectors, strict=True):
+                row.embedding = vector
+            await repo.insert_memories(conn, tenant_id=tenant_id, rows=chunk)
 
     async def store(conn: asyncpg.Connection) -> tuple[dict[uuid.UUID, Any], dict[str, Any]]:
         if superseded:
@@ -205,7 +216,7 @@ async def write_memories(
         # order a concurrent forget of one of them (row, then usage) also follows: no deadlock.
         if superseded:
             await repo.mark_superseded(conn, tenant_id=tenant_id, ids=superseded)
-        await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+        await insert(conn)
         if rows:
             await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
         stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in rows])
@@ -214,7 +225,12 @@ async def write_memories(
         won = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing) if racing else {}
         return stored, won
 
-    stored, won = await db.run([tenant_id], store)
+    try:
+        if batches:
+            await batches[0].vectors  # no connection is held while the first batch is embedded
+        stored, won = await db.run([tenant_id], store)
+    finally:
+        Embedder.cancel_documents(batches)
     existing.update(won)
     if won:
         _ensure_same_writes(items, existing)
