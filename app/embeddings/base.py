@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,9 @@ from app.metrics import EMBEDDING_LATENCY
 
 Vector = npt.NDArray[np.float32]
 EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
+# Writes that may hold their transaction (a pooled connection) open while their later batches are
+# embedded; more concurrent bulk writes would leave searches waiting for connections.
+OVERLAPPING_WRITES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class Embedder:
         self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}
         self._worker: asyncio.Task[None] | None = None
         self._document_runs: set[asyncio.Task[None]] = set()
+        self._overlapping_writes = 0
         self.document_texts_embedded = 0
 
     def start_documents(self, texts: Sequence[str]) -> list[DocumentBatch]:
@@ -118,6 +123,16 @@ class Embedder:
                         batch.vectors.set_exception(failure)
             if failure is None:
                 raise
+
+    @contextmanager
+    def overlap_slot(self) -> Iterator[bool]:
+        """True when the caller may write batches while later ones embed; else it waits for all first."""
+        granted = self._overlapping_writes < OVERLAPPING_WRITES
+        self._overlapping_writes += granted
+        try:
+            yield granted
+        finally:
+            self._overlapping_writes -= granted
 
     @staticmethod
     def cancel_documents(batches: Sequence[DocumentBatch]) -> None:

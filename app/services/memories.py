@@ -9,6 +9,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -226,9 +227,11 @@ async def write_memories(
         return stored, won
 
     try:
-        if batches:
-            await batches[0].vectors  # no connection is held while the first batch is embedded
-        stored, won = await db.run([tenant_id], store)
+        with embedder.overlap_slot() if embedder else nullcontext(False) as overlap:
+            # No connection is held while the first batch (or, without a slot, every batch) embeds.
+            for batch in batches if not overlap else batches[:1]:
+                await batch.vectors
+            stored, won = await db.run([tenant_id], store)
     finally:
         Embedder.cancel_documents(batches)
     existing.update(won)
