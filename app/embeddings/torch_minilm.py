@@ -9,13 +9,18 @@ only picks this encoder where `bf16_is_fast()` says so.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from app.embeddings.onnx_minilm import TOKENIZER_FILE, MiniLMEncoder
+
+log = logging.getLogger("recalld.embeddings")
 
 CPUINFO = Path("/proc/cpuinfo")
 # amx_bf16 is what the speed comes from; avx512_bf16 alone (Cooper Lake, Zen 4) was not measured here.
@@ -74,3 +79,44 @@ class TorchBf16MiniLM(MiniLMEncoder):
             )
         hidden: npt.NDArray[np.float32] = output.last_hidden_state.float().numpy()
         return hidden
+
+
+class LazyBf16Encoder:
+    """onnxruntime's fp32 encoder until the bf16 one has loaded, which the first call starts.
+
+    Loading torch and transformers costs several seconds and about 700 MB of memory
+    (docs/benchmarks.md): a server that never stores documents never pays it, and the first bulk
+    write does not wait for it but is embedded in fp32 meanwhile.
+    """
+
+    def __init__(self, model_dir: Path, fallback: Callable[[Sequence[str]], npt.NDArray[np.float32]]) -> None:
+        self._model_dir = model_dir
+        self._fallback = fallback
+        self._fast: TorchBf16MiniLM | None = None
+        self._lock = threading.Lock()
+        self._started = False
+        self.loaded = threading.Event()
+
+    def start(self) -> None:
+        """Begin loading in a background thread (once)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._load, name="embedder-bf16-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            self._fast = TorchBf16MiniLM(self._model_dir)
+        except Exception:
+            log.exception("bf16 encoder failed to load; documents stay on onnxruntime fp32")
+        finally:
+            self.loaded.set()
+
+    def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed with bf16 once loaded, else with the fallback (starting the load)."""
+        fast = self._fast
+        if fast is not None:
+            return fast.encode(texts)
+        self.start()
+        return self._fallback(texts)
