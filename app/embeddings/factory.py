@@ -133,7 +133,7 @@ def build_embedder(settings: Settings) -> Embedder | None:
             encode = _torch_encoder(settings.embedding_batch_size)
         if backend == "auto":
             # Queries stay on onnxruntime (lowest single-text latency); bulk documents go to bfloat16
-            # on AMX, about twice the fp32 throughput (docs/benchmarks.md, "Embedding throughput").
+            # on AMX (docs/benchmarks.md, "Ingest through the batch endpoint").
             document_encode = _bf16_document_encoder(encode)
             if document_encode is not None:
                 runtime += ", documents torch-bf16 (AMX)"
