@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
+import pytest
 
+from app.config import Settings
+from app.embeddings.base import Vector
 from app.state import ServiceState
 from tests.conftest import TenantFactory, TenantKeys
 
@@ -167,3 +174,97 @@ async def test_documents_are_tenant_isolated_and_deletable(
     assert (
         await client.get("/v1/documents", params={"path": "MEMORY.md"}, headers=a.headers())
     ).status_code == 404
+
+
+async def test_uploads_waiting_for_the_embedder_hold_no_connection(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As many big uploads as the pool has connections, all embedding: another tenant still searches."""
+    uploader, other = await make_tenant(), await make_tenant()
+    await _put(client, other, "notes.md", BODY)
+    assert service.embedder is not None
+    real = service.embedder.embed_documents
+    entered, release = asyncio.Semaphore(0), asyncio.Event()
+
+    # Stands in for a slow model: each upload's embedding waits until the test lets it go.
+    async def slow(texts: Sequence[str]) -> list[Vector]:
+        entered.release()
+        await release.wait()
+        return await real(texts)
+
+    monkeypatch.setattr(service.embedder, "embed_documents", slow)
+    uploads = [
+        asyncio.create_task(
+            client.put(
+                "/v1/documents",
+                json={"path": f"big/{i}.md", "content": _long_document()},
+                headers=uploader.headers(),
+            )
+        )
+        for i in range(settings.pool_max_size)
+    ]
+    try:
+        for _ in uploads:
+            await asyncio.wait_for(entered.acquire(), timeout=30)
+        search = client.post(
+            "/v1/search", json={"query": "heron", "mode": "keyword"}, headers=other.headers("reader")
+        )
+        response = await asyncio.wait_for(search, timeout=10)
+        assert response.status_code == 200, response.text
+        assert [r["path"] for r in response.json()["results"]] == ["notes.md"]
+    finally:
+        release.set()
+        done = await asyncio.gather(*uploads)
+    assert [r.status_code for r in done] == [200] * len(uploads)
+    listed = await client.get("/v1/documents:list", headers=uploader.headers("reader"))
+    assert sorted(d["path"] for d in listed.json()["documents"]) == sorted(
+        f"big/{i}.md" for i in range(len(uploads))
+    )
+
+
+async def test_an_upload_racing_another_keeps_every_chunk_embedded(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    admin_conn: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-upload that commits while another embeds: the last writer's chunks all have vectors."""
+    tenant = await make_tenant()
+    path = "journal/race.md"
+    await _put(client, tenant, path, _long_document())
+    assert service.embedder is not None
+    real = service.embedder.embed_documents
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    # Holds only the upload that changed section 2; the other upload embeds at once.
+    async def gated(texts: Sequence[str]) -> list[Vector]:
+        if any("CHANGED" in text for text in texts) and not release.is_set():
+            entered.set()
+            await release.wait()
+        return await real(texts)
+
+    monkeypatch.setattr(service.embedder, "embed_documents", gated)
+    slow = asyncio.create_task(_put(client, tenant, path, _long_document(changed=2)))
+    await asyncio.wait_for(entered.wait(), timeout=30)
+    # Meanwhile the file becomes a different one: the slow upload's snapshot is now stale.
+    await _put(client, tenant, path, _long_document(sections=3))
+    release.set()
+    await slow
+    expected = _long_document(changed=2)
+    read = await client.get("/v1/documents", params={"path": path}, headers=tenant.headers("reader"))
+    assert read.json()["content"] == expected
+    rows = await admin_conn.fetch(
+        "SELECT content, start_line, end_line, embedding IS NOT NULL AS embedded FROM memory "
+        "WHERE tenant_id = $1 AND path = $2 ORDER BY start_line",
+        uuid.UUID(tenant.id),
+        path,
+    )
+    lines = expected.split("\n")
+    assert rows and all(r["embedded"] for r in rows)
+    assert all(r["content"] == "\n".join(lines[r["start_line"] - 1 : r["end_line"]]) for r in rows)
+    assert rows[-1]["end_line"] >= len(expected.rstrip("\n").split("\n"))

@@ -13,10 +13,10 @@ import asyncpg
 
 from app.auth import Principal
 from app.db import Database
-from app.embeddings.base import Embedder
+from app.embeddings.base import Embedder, Vector
 from app.errors import ApiError, not_found
 from app.hashing import content_hash
-from app.ingest.markdown import chunk_markdown
+from app.ingest.markdown import TextChunk, chunk_markdown
 from app.ingest.paths import DOCUMENT_SUFFIXES, is_document, path_terms, validate_relative_path
 from app.repositories import chunks as chunk_repo
 from app.repositories import documents as doc_repo
@@ -46,6 +46,47 @@ def validate_document_path(path: str) -> str:
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class _ChunkPlan:
+    """How the stored chunks of a file become the new ones."""
+
+    moves: list[tuple[uuid.UUID, int, int]]
+    fresh: list[TextChunk]
+    removed: list[uuid.UUID]
+
+
+def _plan_chunks(
+    chunks: list[TextChunk], existing: list[chunk_repo.StoredChunk], *, rescope: bool
+) -> _ChunkPlan:
+    """Reuse every stored chunk whose text is unchanged (unless the file changes scope)."""
+    by_hash: dict[str, list[chunk_repo.StoredChunk]] = defaultdict(list)
+    for old_chunk in existing:
+        by_hash[old_chunk.content_hash].append(old_chunk)
+    kept: list[chunk_repo.StoredChunk] = []
+    moves: list[tuple[uuid.UUID, int, int]] = []
+    fresh: list[TextChunk] = []
+    for chunk in chunks:
+        reusable = by_hash.get(chunk.content_hash)
+        if reusable and not rescope:
+            old = reusable.pop(0)
+            kept.append(old)
+            if (old.start_line, old.end_line) != (chunk.start_line, chunk.end_line):
+                moves.append((old.id, chunk.start_line, chunk.end_line))
+        else:
+            fresh.append(chunk)
+    kept_ids = {c.id for c in kept}
+    return _ChunkPlan(moves, fresh, [c.id for c in existing if c.id not in kept_ids])
+
+
+async def _embed_by_hash(embedder: Embedder | None, chunks: list[TextChunk]) -> dict[str, Vector]:
+    """Vectors of the chunks' texts, keyed by content hash (equal texts are embedded once)."""
+    if embedder is None or not chunks:
+        return {}
+    texts = {chunk.content_hash: chunk.content for chunk in chunks}
+    vectors = await embedder.embed_documents(list(texts.values()))
+    return dict(zip(texts, vectors, strict=True))
+
+
 async def upload_document(
     db: Database,
     embedder: Embedder | None,
@@ -62,52 +103,48 @@ async def upload_document(
     file_hash = content_hash(content)
     # Chunking a 4 MiB file takes a while: in a thread, so other tenants' requests go on.
     chunks = await asyncio.to_thread(chunk_markdown, content)
+    # Embedding a big file takes seconds: it happens with no connection held, against a snapshot
+    # of the stored chunks, so a tenant's uploads cannot drain the pool everyone shares.
+    async with db.transaction([tenant_id], readonly=True) as conn:
+        stored = await doc_repo.get_document(conn, tenant_id=tenant_id, path=path)
+        existing = await chunk_repo.chunks_of_path(conn, tenant_id=tenant_id, kind="document", path=path)
+    if _unchanged(stored, file_hash, scope):
+        return UploadResult(path=path, chunks=len(chunks), embedded=0, unchanged=True)
+    rescope = stored is not None and stored.scope != scope
+    vectors = await _embed_by_hash(embedder, _plan_chunks(chunks, existing, rescope=rescope).fresh)
     now = datetime.now(UTC)
     async with db.transaction([tenant_id]) as conn:
         await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=path)
+        # Another upload of the path may have committed since the snapshot: plan again on what is
+        # stored now; a chunk the snapshot did not foresee (rare) is embedded here.
         stored = await doc_repo.get_document(conn, tenant_id=tenant_id, path=path)
-        if stored is not None and stored.content_hash == file_hash and stored.scope == scope:
+        if _unchanged(stored, file_hash, scope):
             return UploadResult(path=path, chunks=len(chunks), embedded=0, unchanged=True)
         existing = await chunk_repo.chunks_of_path(conn, tenant_id=tenant_id, kind="document", path=path)
-        by_hash: dict[str, list[chunk_repo.StoredChunk]] = defaultdict(list)
-        for old_chunk in existing:
-            by_hash[old_chunk.content_hash].append(old_chunk)
-        kept: list[chunk_repo.StoredChunk] = []
-        moves: list[tuple[uuid.UUID, int, int]] = []
-        fresh: list[memory_repo.NewMemory] = []
-        rescope = stored is not None and stored.scope != scope
-        for chunk in chunks:
-            reusable = by_hash.get(chunk.content_hash)
-            if reusable and not rescope:
-                old = reusable.pop(0)
-                kept.append(old)
-                if (old.start_line, old.end_line) != (chunk.start_line, chunk.end_line):
-                    moves.append((old.id, chunk.start_line, chunk.end_line))
-                continue
-            fresh.append(
-                memory_repo.NewMemory(
-                    id=uuid.uuid4(),
-                    kind="document",
-                    content=chunk.content,
-                    search_text=search_text_for(chunk.content, path_terms(path)),
-                    script=dominant_script(chunk.content),
-                    created_at=now,
-                    scope=scope,
-                    path=path,
-                    start_line=chunk.start_line,
-                    end_line=chunk.end_line,
-                    content_hash=chunk.content_hash,
-                )
+        plan = _plan_chunks(chunks, existing, rescope=stored is not None and stored.scope != scope)
+        if embedder is not None:
+            vectors.update(
+                await _embed_by_hash(embedder, [c for c in plan.fresh if c.content_hash not in vectors])
             )
-        if embedder is not None and fresh:
-            vectors = await embedder.embed_documents([row.content for row in fresh])
-            for row, vector in zip(fresh, vectors, strict=True):
-                row.embedding = vector
-        kept_ids = {c.id for c in kept}
-        await memory_repo.delete_memories(
-            conn, tenant_id=tenant_id, ids=[c.id for c in existing if c.id not in kept_ids]
-        )
-        await chunk_repo.move_chunks(conn, tenant_id=tenant_id, moves=moves)
+        fresh = [
+            memory_repo.NewMemory(
+                id=uuid.uuid4(),
+                kind="document",
+                content=chunk.content,
+                search_text=search_text_for(chunk.content, path_terms(path)),
+                script=dominant_script(chunk.content),
+                created_at=now,
+                scope=scope,
+                path=path,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                content_hash=chunk.content_hash,
+                embedding=vectors.get(chunk.content_hash),
+            )
+            for chunk in plan.fresh
+        ]
+        await memory_repo.delete_memories(conn, tenant_id=tenant_id, ids=plan.removed)
+        await chunk_repo.move_chunks(conn, tenant_id=tenant_id, moves=plan.moves)
         await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=fresh)
         if fresh:
             await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
@@ -115,6 +152,10 @@ async def upload_document(
             conn, tenant_id=tenant_id, path=path, content=content, content_hash=file_hash, scope=scope
         )
     return UploadResult(path=path, chunks=len(chunks), embedded=len(fresh), unchanged=False)
+
+
+def _unchanged(stored: doc_repo.StoredDocument | None, file_hash: str, scope: str) -> bool:
+    return stored is not None and stored.content_hash == file_hash and stored.scope == scope
 
 
 async def read_slice(
