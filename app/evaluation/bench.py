@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import http.client
-import json
 import multiprocessing
 import random
 import statistics
 import time
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from app.evaluation import load_worker
 from app.evaluation.metrics import summarise
 from app.progress import progress_bar
 
@@ -194,67 +192,6 @@ def key_is_known(base_url: str, api_key: str) -> bool:
     return response.status_code != 401
 
 
-def _parse_server_timing(header: str | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for part in (header or "").split(","):
-        name, _, duration = part.strip().partition(";dur=")
-        if name and duration:
-            try:
-                out[name] = float(duration)
-            except ValueError:
-                continue
-    return out
-
-
-def _connect(base_url: str) -> http.client.HTTPConnection:
-    url = urllib.parse.urlsplit(base_url)
-    connection = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-    return connection(url.hostname or "127.0.0.1", url.port, timeout=30)
-
-
-def _worker(
-    args: tuple[str, str, str, str, list[str], float, int, int, dict[str, Any]],
-) -> tuple[list[float], int, dict[str, list[float]]]:
-    base_url, api_key, endpoint, mode, queries, duration, max_requests, offset, extra = args
-    latencies: list[float] = []
-    errors = 0
-    legs: dict[str, list[float]] = {}
-    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-    path = urllib.parse.urlsplit(base_url).path.rstrip("/") + f"/v1/{endpoint}"
-    # A bare keep-alive connection: the client shares the 2 cores with the server, and httpx's
-    # own per-request work (about 1 ms) would be measured as server latency.
-    connection = _connect(base_url)
-    deadline = time.perf_counter() + duration
-    i = offset
-    while time.perf_counter() < deadline and len(latencies) + errors < max_requests:
-        query = queries[i % len(queries)]
-        i += 1
-        body: dict[str, Any] = (
-            {"query": query, "mode": mode, "limit": 10, **extra}
-            if endpoint == "search"
-            else {"topic": query, "limit": 10}
-        )
-        started = time.perf_counter()
-        try:
-            connection.request("POST", path, json.dumps(body), headers)
-            response = connection.getresponse()
-            json.loads(response.read())
-        except (OSError, http.client.HTTPException, ValueError):
-            errors += 1
-            connection.close()
-            connection = _connect(base_url)
-            continue
-        elapsed = (time.perf_counter() - started) * 1000
-        if response.status != 200:
-            errors += 1
-            continue
-        latencies.append(elapsed)
-        for leg, ms in _parse_server_timing(response.getheader("server-timing")).items():
-            legs.setdefault(leg, []).append(ms)
-    connection.close()
-    return latencies, errors, legs
-
-
 @dataclass(slots=True)
 class LoadResult:
     """Latency and throughput of one mode at one concurrency."""
@@ -301,9 +238,14 @@ def run_load(
         )
         for n in range(concurrency)
     ]
-    started = time.perf_counter()
-    with context.Pool(concurrency) as pool:
-        outcomes = pool.map(_worker, tasks)
+    # Every worker connects, then all (and this clock) start at once: the first ones must not
+    # measure while the others are still starting.
+    barrier = context.Barrier(concurrency + 1)
+    with context.Pool(concurrency, initializer=load_worker.start_together, initargs=(barrier,)) as pool:
+        pending = pool.map_async(load_worker.worker, tasks, chunksize=1)
+        barrier.wait()
+        started = time.perf_counter()
+        outcomes = pending.get()
     wall = time.perf_counter() - started
     latencies = [ms for lat, _, _ in outcomes for ms in lat]
     errors = sum(e for _, e, _ in outcomes)
@@ -312,7 +254,6 @@ def run_load(
         for leg, values in leg_times.items():
             legs.setdefault(leg, []).extend(values)
     label = label or (mode if endpoint == "search" else "recall")
-    # Worker start-up is part of `wall`; throughput counts the measured window only.
     return LoadResult(
         scenario=scenario,
         label=label,

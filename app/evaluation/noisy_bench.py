@@ -18,7 +18,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from app.evaluation import bench
+from app.evaluation import bench, load_worker
 from app.evaluation.metrics import summarise
 
 NOISY_CLIENTS = 8
@@ -45,7 +45,7 @@ def _noisy_worker(args: tuple[str, str, float, int]) -> tuple[int, int]:
     base_url, key, duration, seed = args
     rng = random.Random(seed)
     path = urllib.parse.urlsplit(base_url).path.rstrip("/") + "/v1/search"
-    connection = bench._connect(base_url)
+    connection = load_worker.connect(base_url)
     answered = limited = 0
     deadline = time.perf_counter() + duration
     while time.perf_counter() < deadline:
@@ -90,7 +90,7 @@ def _alone(base_url: str, key: str, *, requests: int, per_second: float) -> list
     """Latencies of no-match queries one at a time, paced under the key's rate limit."""
     rng = random.Random(5)
     path = urllib.parse.urlsplit(base_url).path.rstrip("/") + "/v1/search"
-    connection = bench._connect(base_url)
+    connection = load_worker.connect(base_url)
     latencies = []
     for _ in range(requests):
         status, ms, _ = _search(connection, path, key, _nonsense_query(rng))
