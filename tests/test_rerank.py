@@ -363,3 +363,35 @@ async def test_reranker_settings_are_checked_at_startup(tmp_path: Path) -> None:
     http = build_reranker(Settings(rerank_provider="http", rerank_url="http://127.0.0.1:9/rerank"))
     assert isinstance(http, HttpReranker)
     await http.close()
+
+
+async def test_searches_waiting_for_a_slow_reranker_hold_no_connection(
+    client: httpx.AsyncClient,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+    settings: Settings,
+    stub: StubRerankServer,
+    use_reranker: Callable[[Reranker | None], None],
+) -> None:
+    """As many reranked searches as the pool has connections, all waiting: another tenant still searches."""
+    tenant, other = await make_tenant(), await make_tenant()
+    await _store_facts(client, tenant)
+    await _store_facts(client, other)
+    service.settings = service.settings.model_copy(update={"rerank_timeout_seconds": SLOW_SECONDS * 2})
+    use_reranker(_http(stub.url("slow"), fmt="cohere", timeout=SLOW_SECONDS * 2))
+    sent = len(stub.bodies)
+    waiting = [
+        asyncio.create_task(_search(client, tenant, rerank=True)) for _ in range(settings.pool_max_size)
+    ]
+    # Every reranked search is inside the endpoint's sleep before the other tenant asks.
+    for _ in range(200):
+        if len(stub.bodies) - sent == len(waiting):
+            break
+        await asyncio.sleep(0.01)
+    assert len(stub.bodies) - sent == len(waiting)
+    plain = await asyncio.wait_for(_search(client, other, mode="keyword"), timeout=SLOW_SECONDS / 2)
+    assert len(plain["results"]) == len(FACTS)
+    reranked = await asyncio.gather(*waiting)
+    # The endpoint reverses what it is sent: each waiting search came back reranked, and complete.
+    assert all(r["rerank"]["applied"] for r in reranked)
+    assert all(len(r["results"]) == len(FACTS) for r in reranked)

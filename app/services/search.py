@@ -8,6 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
+
 from app.auth import Principal
 from app.db import Database
 from app.embeddings.base import Vector
@@ -94,9 +96,7 @@ async def search(
     async with query_embedding(
         state, parsed.text, timings, tenant_id=principal.tenant_id, wanted=embed
     ) as vector:
-        response = await _search_in_transaction(
-            state, db, principal, body, parsed, vector, tenant_ids, timings
-        )
+        response = await _ranked_response(state, db, principal, body, parsed, vector, tenant_ids, timings)
     timings.add("total", total)
     return response, timings
 
@@ -124,7 +124,31 @@ async def _highlights(contents: list[str], parsed: ParsedQuery) -> list[list[tup
     return await asyncio.to_thread(spans)
 
 
-async def _search_in_transaction(
+async def _fetch_shown(
+    conn: asyncpg.Connection,
+    tenant_ids: list[str],
+    shown: list[Candidate],
+    body: SearchRequest,
+    timings: Timings,
+) -> tuple[dict[uuid.UUID, Any], dict[uuid.UUID, list[dict[str, Any]]]]:
+    """The shown results' rows (their references bumped) and their conversation context."""
+    started = time.perf_counter()
+    rows = await memory_repo.bump_references(
+        conn, tenant_ids=tenant_ids, ids=[uuid.UUID(c.id) for c in shown]
+    )
+    timings.add("fetch", started)
+    context: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    if body.context_window:
+        started = time.perf_counter()
+        episodes = [i for i, r in rows.items() if r["kind"] == "episode" and r["session_id"] is not None]
+        context = await context_by_hit(
+            conn, tenant_ids=tenant_ids, episode_ids=episodes, window=body.context_window
+        )
+        timings.add("context", started)
+    return rows, context
+
+
+async def _ranked_response(
     state: ServiceState,
     db: Database,
     principal: Principal,
@@ -202,37 +226,30 @@ async def _search_in_transaction(
             top_n=body.rerank_top_n,
             diversity=body.diversity,
         )
-        reordering: rerank_service.Reordering | None = None
-        if reorder_plan.active:
-            started = time.perf_counter()
-            head = scored[: reorder_plan.top_n]
-            pool = [reorder_candidates.Candidate(c.id, c.score, c.created_at) for c in head]
-            texts = await rerank_service.load_texts(conn, tenant_ids, pool, reorder_plan)
-            reordering = await rerank_service.reorder(
-                state.reranker,
-                state.settings,
-                body.query,
-                pool,
-                texts,
-                reorder_plan,
-                await vector if vector is not None else None,
-            )
-            scored = [head[i] for i in reordering.order] + scored[len(head) :]
-            timings.add("rerank", started)
-        scored = scored[: body.limit]
+        head = scored[: reorder_plan.top_n] if reorder_plan.active else []
+        pool = [reorder_candidates.Candidate(c.id, c.score, c.created_at) for c in head]
+        texts = await rerank_service.load_texts(conn, tenant_ids, pool, reorder_plan)
+        if not reorder_plan.active:
+            scored = scored[: body.limit]
+            rows, context = await _fetch_shown(conn, tenant_ids, scored, body, timings)
+    reordering: rerank_service.Reordering | None = None
+    if reorder_plan.active:
+        # A reranker endpoint may take seconds: no connection is held while it answers, so
+        # searches that rerank cannot drain the pool that every tenant shares.
         started = time.perf_counter()
-        rows = await memory_repo.bump_references(
-            conn, tenant_ids=tenant_ids, ids=[uuid.UUID(c.id) for c in scored]
+        reordering = await rerank_service.reorder(
+            state.reranker,
+            state.settings,
+            body.query,
+            pool,
+            texts,
+            reorder_plan,
+            await vector if vector is not None else None,
         )
-        timings.add("fetch", started)
-        context: dict[uuid.UUID, list[dict[str, Any]]] = {}
-        if body.context_window:
-            started = time.perf_counter()
-            episodes = [i for i, r in rows.items() if r["kind"] == "episode" and r["session_id"] is not None]
-            context = await context_by_hit(
-                conn, tenant_ids=tenant_ids, episode_ids=episodes, window=body.context_window
-            )
-            timings.add("context", started)
+        scored = ([head[i] for i in reordering.order] + scored[len(head) :])[: body.limit]
+        timings.add("rerank", started)
+        async with db.transaction(tenant_ids, synchronous_commit=False) as conn:
+            rows, context = await _fetch_shown(conn, tenant_ids, scored, body, timings)
     shown = [(c, row) for c in scored if (row := rows.get(uuid.UUID(c.id))) is not None]
     spans = await _highlights([row["content"] for _, row in shown], parsed)
     results = []
