@@ -87,7 +87,12 @@ class Settings(BaseSettings):
     min_confidence: float = 0.2
     exact_scan_max_rows: int = Field(
         default=2000,
-        description="Tenants with at most this many embedded rows always get an exact vector scan.",
+        description="Tenants with more embedded rows get their own HNSW index; smaller ones are scanned exactly.",
+    )
+    vector_index_check_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="How often the service looks for tenants that need their HNSW index built (or dropped).",
     )
     hnsw_ef_search: int = 100
     keyword_postings_per_lexeme: int = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -24,7 +25,8 @@ from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
 from app.services.ranking import KEYWORD_RANKER
-from app.startup import check_embedder_identity, check_serving_role, prepare_serving_database
+from app.services.vector_indexes import maintain
+from app.startup import check_embedder_identity, check_serving_role, owner_dsn, prepare_serving_database
 from app.state import ServiceState
 from app.supervisor import supervised
 
@@ -40,6 +42,32 @@ Every `/v1` call needs `Authorization: Bearer <key>`. Roles: `reader` (search, r
 `writer` (+ writes), `admin` (+ scope settings). Errors are always
 `{"error": {"code", "message", "details"}}`.
 """
+
+
+async def _maintain_vector_indexes(stack: AsyncExitStack, settings: Settings, state: ServiceState) -> None:
+    """Run the tenants' HNSW index sweep in the background, with the owner's login when known."""
+    owner = await owner_dsn(settings)
+    if owner is None:
+        log.warning(
+            "no owner database URL (RECALLD_MIGRATION_DATABASE_URL): tenants' vector indexes are not "
+            "built by this service; semantic search scans vectors exactly until `recalld vectors index` builds them"
+        )
+        return
+    task = asyncio.create_task(
+        maintain(
+            owner,
+            min_rows=settings.exact_scan_max_rows,
+            interval=settings.vector_index_check_seconds,
+            cache=state.vector_indexes,
+        )
+    )
+
+    async def stop() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(stop)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -89,6 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 else None,
                 supervisor=supervisor,
             )
+            await _maintain_vector_indexes(stack, settings, app.state.service)
             # What exists now lives as long as the process (the models, torch's and FastAPI's
             # modules, the pool): the cyclic collector's full passes walked all of it again and
             # again, about 9 % of the server's CPU at S2. Frozen, they walk only request garbage.

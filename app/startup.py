@@ -53,6 +53,13 @@ async def prepare_serving_database(settings: Settings) -> tuple[str, str]:
     return await resolve_serving_dsn(settings, owner), revision
 
 
+async def owner_dsn(settings: Settings) -> str | None:
+    """The schema owner's DSN if this process knows it (embedded, or RECALLD_MIGRATION_DATABASE_URL)."""
+    if settings.database_url and not settings.migration_database_url:
+        return None
+    return await resolve_dsn(settings)
+
+
 async def check_serving_role(conn: asyncpg.Connection) -> None:
     """Refuse to serve as a role that row-level security would not bind (SPEC R-T4, R-T6)."""
     row = await conn.fetchrow(

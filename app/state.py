@@ -31,8 +31,8 @@ class ServiceState:
     rate_limiter: RateLimiter | None = None
     # Set in embedded mode: whether the embedded PostgreSQL is running (/healthz).
     supervisor: EmbeddedSupervisor | None = None
-    # Short-lived caches keyed by tenant set: (monotonic time, values...).
-    tenant_sizes: dict[str, tuple[float, tuple[int, int]]] = field(default_factory=dict)
+    # Per tenant id: (monotonic time, whether its own HNSW index was valid then); see ranking.
+    vector_indexes: dict[str, tuple[float, bool]] = field(default_factory=dict)
 
     @property
     def quota(self) -> Quota | None:

@@ -1,4 +1,4 @@
-"""The `recalld` command: serve, migrate, tenants, keys, scopes, index, eval, bench."""
+"""The `recalld` command: serve, migrate, tenants, keys, scopes, vectors, index, eval, bench."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from app.cli.admin import cmd_keys, cmd_migrate, cmd_scopes, cmd_serve, cmd_tenants
+from app.cli.admin import cmd_keys, cmd_migrate, cmd_scopes, cmd_serve, cmd_tenants, cmd_vectors
 from app.cli.common import CliError
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
 from app.config import get_settings
@@ -59,6 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     scopes_import.add_argument("--tenant", required=True)
     scopes_import.add_argument("--scope", default=None, help="default: [butler] name")
     scopes.set_defaults(handler=cmd_scopes)
+
+    vectors = sub.add_parser("vectors", help="per-tenant vector indexes")
+    vectors_sub = vectors.add_subparsers(dest="vectors_command", required=True)
+    vectors_sub.add_parser(
+        "index",
+        help="build each big enough tenant's HNSW index, drop invalid and orphaned ones (the owner's login; "
+        "the service does this itself when it knows the owner's URL)",
+    )
+    vectors.set_defaults(handler=cmd_vectors)
 
     index = sub.add_parser("index", help="upload markdown memory files (or --code source) from a folder")
     index.add_argument("directory")

@@ -110,6 +110,24 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_vectors(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.vector_indexes import sweep
+
+    async def work(conn: asyncpg.Connection) -> None:
+        result = await sweep(conn, min_rows=settings.exact_scan_max_rows)
+        for tenant in result.built:
+            print(f"built\t{tenant}")
+        for name in result.dropped:
+            print(f"dropped\t{name}")
+        for tenant in result.failed:
+            print(f"failed\t{tenant}")
+        if result.failed:
+            raise CliError(f"{len(result.failed)} index build(s) failed; run the command again")
+
+    asyncio.run(with_connection(settings, work))
+    return 0
+
+
 def cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.scopes import check_scope_name, parse_butler_toml, store_scope_settings
 

@@ -111,27 +111,38 @@ async def search_by_vector(
     conn: asyncpg.Connection,
     *,
     f: CandidateFilter,
+    tenant_id: str,
     query_vector: Vector,
     limit: int,
     min_similarity: float | None = None,
 ) -> list[LegRow]:
-    """Nearest rows by cosine similarity (1 - distance) through the HNSW index on memory.embedding.
+    """Nearest rows of one tenant by cosine similarity (1 - distance), through its own HNSW index.
 
-    For big tenants: the HNSW iterative scan (set per transaction) keeps going until enough
-    neighbours pass the tenant and the other filters.
+    The index on memory_vector is partial (WHERE tenant_id = the tenant: vector_indexes), so the
+    walk visits only this tenant's rows; each row found visits its memory row for the filters, and
+    the HNSW iterative scan (set per connection) keeps going until `limit` rows pass. The planner
+    may use a partial index only when it can prove the predicate: with the tenant as a $n
+    parameter that needs a plan made for the value (custom plan), not a generic one. Sorting is
+    switched off for the statement: the index exists because the tenant is past the size where its
+    walk beats sorting its rows, and the planner, pricing a few hundred rows' sort below an index
+    scan, would otherwise sort (the tie-break's incremental sort is a separate setting).
     """
     sql = _Sql()
     q = sql.bind(query_vector)
+    tenant = sql.bind(uuid.UUID(tenant_id))
     where = _where(sql, f)
-    extras = _semantic_extras(sql, f, q, min_similarity, "m.embedding")
+    extras = _semantic_extras(sql, f, q, min_similarity, "v.embedding")
+    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_sort = off")
     # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
     # per row; the score 1 - distance is the same float8 subtraction done here.
     rows = await conn.fetch(
-        f"SELECT m.id, m.embedding <=> {q} AS distance, m.created_at, m.path FROM memory m "
-        f"WHERE {where} AND m.embedding IS NOT NULL{extras} "
-        f"ORDER BY m.embedding <=> {q}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
+        f"SELECT m.id, v.embedding <=> {q} AS distance, m.created_at, m.path FROM memory_vector v "
+        f"JOIN memory m ON m.tenant_id = v.tenant_id AND m.id = v.memory_id "
+        f"WHERE v.tenant_id = {tenant}::uuid AND {where}{extras} "
+        f"ORDER BY v.embedding <=> {q}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
+    await conn.execute("RESET plan_cache_mode; RESET enable_sort")
     return [LegRow(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import NamedTuple
@@ -13,11 +13,12 @@ import asyncpg
 
 from app.embeddings.base import Vector
 from app.repositories import search as search_repo
-from app.repositories import sizes as size_repo
+from app.repositories import vector_indexes as vector_index_repo
 from app.repositories.search import CandidateFilter, LegRow
 from app.retrieval.fusion import FusedHit, Leg, fuse_adaptive, fuse_rrf, fuse_weighted, map_keyword_score
 from app.retrieval.language import unreadable_script
 from app.retrieval.query import ParsedQuery, ilike_patterns
+from app.retrieval.scoring import tie_break_key
 from app.services.requests import FusionWeights
 from app.services.scopes import ScopeSettings
 from app.services.timings import Timings
@@ -27,7 +28,10 @@ DEFAULT_KINDS = ("fact", "rule", "episode", "document")
 # Fixed, not detected: BM25 (k1 1.2, b 0.75) over recalld's own per-tenant postings on every
 # PostgreSQL. The startup log and /readyz name it because SPEC §1 asks them to.
 KEYWORD_RANKER = "bm25"
-SIZE_CACHE_SECONDS = 30.0
+# Whether a tenant's own HNSW index is built and valid, as the catalog said at most this long ago.
+# A stale answer costs time, never results: the HNSW statement without its index sorts the tenant's
+# rows (exact), and a tenant answered by the exact scan while its new index is unseen is just slower.
+INDEX_CACHE_SECONDS = 30.0
 # What the API calls substring (ILIKE) hits: SPEC R-S7 names that match type "fulltext".
 SUBSTRING_MATCH_TYPE = "fulltext"
 # Substring matches are weak evidence: they count at most half of a keyword hit.
@@ -36,10 +40,6 @@ SUBSTRING_SCORE_SCALE = 0.5
 # deeper read multiplies the postings read by this factor before falling back to exact BM25.
 KEYWORD_MIN_CANDIDATES = 150
 KEYWORD_DEEPER_FACTOR = 8
-# HNSW visits ~limit/share tuples, each a heap check plus distances to its graph neighbours (up
-# to 2·m = 32), where the exact scan computes one in-line distance per tenant row (see
-# _use_exact_scan); docs/benchmarks.md, "Tenant-sized vector leg".
-EXACT_SCAN_COST_RATIO = 20
 # Every leg of a search asks for this many hits whatever the request's limit (the API's largest),
 # so fusion sees the same candidates for limit 5 and limit 100: a limit-k answer is the first k
 # of any longer one (R-S4b).
@@ -129,36 +129,23 @@ def plan_legs(
     return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k, skipped=skipped)
 
 
-async def _use_exact_scan(
-    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str], limit: int
-) -> bool:
-    """Exact scan or HNSW for the semantic leg, by their costs for this tenant.
+async def _indexed_tenants(
+    state: ServiceState, conn: asyncpg.Connection, tenant_ids: Sequence[str]
+) -> set[str]:
+    """The tenants among tenant_ids whose own HNSW index is valid (vector_indexes builds them).
 
-    An exact scan of memory_vector costs one distance per tenant row; HNSW filtered to the tenant
-    visits about limit / share tuples, each many times dearer (a heap check for the filter, and
-    distances to its graph neighbours). Exact wins while
-    rows² ≤ EXACT_SCAN_COST_RATIO · limit · table rows, and always below exact_scan_max_rows.
+    Cached per process and tenant id for INDEX_CACHE_SECONDS; the maintainer updates the entry
+    when it builds or drops an index. The cache holds only the catalog's yes or no, nothing of a
+    tenant's data.
     """
-    rows, total = await _recent(
-        state.tenant_sizes,
-        ",".join(sorted(tenant_ids)),
-        lambda: size_repo.embedded_row_counts(conn, tenant_ids=tenant_ids),
-    )
-    if rows <= state.settings.exact_scan_max_rows:
-        return True
-    return rows * rows <= EXACT_SCAN_COST_RATIO * limit * total
-
-
-async def _recent[T](cache: dict[str, tuple[float, T]], key: str, load: Callable[[], Awaitable[T]]) -> T:
-    # Tenant sizes and BM25's N/avgdl move slowly: up to SIZE_CACHE_SECONDS of staleness saves a
-    # count per search.
     now = time.monotonic()
-    hit = cache.get(key)
-    if hit is not None and now - hit[0] < SIZE_CACHE_SECONDS:
-        return hit[1]
-    value = await load()
-    cache[key] = (now, value)
-    return value
+    cache = state.vector_indexes
+    unknown = [t for t in tenant_ids if (hit := cache.get(t)) is None or now - hit[0] >= INDEX_CACHE_SECONDS]
+    if unknown:
+        found = await vector_index_repo.valid_indexes(conn, tenant_ids=unknown)
+        for tenant in unknown:
+            cache[tenant] = (now, tenant in found)
+    return {t for t in tenant_ids if cache[t][1]}
 
 
 async def run_keyword_leg(
@@ -213,12 +200,39 @@ async def run_vector_leg(
     *,
     exact: bool,
     min_similarity: float | None,
+    indexed: Collection[str] = (),
 ) -> list[LegRow]:
-    """The semantic leg: HNSW, or an exact scan of the tenant's vectors filtered from the best down."""
-    if not exact:
-        return await search_repo.search_by_vector(
-            conn, f=f, query_vector=query_vector, limit=limit, min_similarity=min_similarity
+    """The semantic leg: each tenant of `indexed` through its own HNSW index, the others exactly.
+
+    Several tenants' legs are merged by score and the usual tie-break. exact=True scans every
+    tenant exactly (the request's `exact: true`, and recall measurements against it).
+    """
+    hnsw = [] if exact else [t for t in f.tenant_ids if t in indexed]
+    legs = [
+        await search_repo.search_by_vector(
+            conn, f=f, tenant_id=tenant, query_vector=query_vector, limit=limit, min_similarity=min_similarity
         )
+        for tenant in hnsw
+    ]
+    rest = [t for t in f.tenant_ids if t not in hnsw]
+    if rest:
+        legs.append(
+            await _exact_vector_leg(conn, replace(f, tenant_ids=rest), query_vector, limit, min_similarity)
+        )
+    if len(legs) == 1:
+        return legs[0]
+    rows = (row for leg in legs for row in leg)
+    return sorted(rows, key=lambda r: tie_break_key(r.score, r.created_at, str(r.id)))[:limit]
+
+
+async def _exact_vector_leg(
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    query_vector: Vector,
+    limit: int,
+    min_similarity: float | None,
+) -> list[LegRow]:
+    """An exact scan of the tenants' vectors, filtered from the best down."""
     # Filters (kind, scope, tags…) apply to the nearest candidates only: when they leave too few
     # rows, look at more, then at all of the tenant's vectors.
     for candidates in (EXACT_VECTOR_CANDIDATES_FACTOR * limit, EXACT_VECTOR_DEEPER_FACTOR * limit, None):
@@ -267,15 +281,16 @@ async def rank_candidates(
     query_vector = await vector if plan.semantic and vector is not None else None
     if query_vector is not None and state.embedder is not None:
         started = time.perf_counter()
-        exact = force_exact or await _use_exact_scan(state, conn, f.tenant_ids, depth)
+        indexed = set() if force_exact else await _indexed_tenants(state, conn, f.tenant_ids)
         scripts = state.embedder.scripts
         rows = await run_vector_leg(
             conn,
             replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
             query_vector,
             depth,
-            exact=exact,
+            exact=force_exact,
             min_similarity=min_similarity,
+            indexed=indexed,
         )
         legs["semantic"] = _fusion_leg(rows, [row.score for row in rows], rows_by_id)
         match_types["semantic"] = "semantic"

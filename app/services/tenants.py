@@ -14,6 +14,7 @@ from app.errors import ApiError
 from app.repositories import tenants as repo
 from app.repositories.tenants import Tenant
 from app.secret_files import write_secret
+from app.services.vector_indexes import drop_tenant_index
 
 # Serialises concurrent first starts on one database, so only one creates the default tenant.
 _BOOTSTRAP_LOCK = 72410002
@@ -51,8 +52,9 @@ async def tenant_by_name(conn: asyncpg.Connection, name: str) -> Tenant:
 
 
 async def delete_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
-    """Delete a tenant with its keys and data."""
+    """Delete a tenant with its keys and data, and its HNSW index (conn: the owner's, no transaction)."""
     await repo.delete_tenant(conn, tenant_id=tenant_id)
+    await drop_tenant_index(conn, tenant_id=tenant_id)
 
 
 async def create_key(conn: asyncpg.Connection, *, tenant: str, role: Role, operator: bool) -> str:

@@ -1,0 +1,96 @@
+"""Each tenant's own HNSW index on memory_vector: built once the tenant is big enough, dropped with it.
+
+A partial HNSW index per tenant (repositories.vector_indexes) makes a tenant's semantic leg cost
+what its own rows cost, whatever other tenants hold; below `min_rows` embedded rows the exact scan
+is as fast and needs no index. The service keeps them with the schema owner's login (the serving
+role may not run DDL): at startup and then every `interval` seconds, a sweep drops invalid indexes
+(a failed concurrent build leaves one) and those of deleted tenants, and builds the missing ones
+CONCURRENTLY, so no writer waits. `recalld vectors index` runs the same sweep once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from app.repositories import vector_indexes as repo
+
+log = logging.getLogger("recalld.vector_indexes")
+
+# One sweep at a time across every recalld process on the database: a second one waits, then
+# finds the work done.
+SWEEP_LOCK_KEY = 0x7265_6361_6C6C_6476  # "recalldv"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """What one sweep did: tenants whose index it built, index names it dropped, builds that failed."""
+
+    built: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def _tenant_of(name: str) -> str:
+    return str(uuid.UUID(name.removeprefix(repo.INDEX_PREFIX)))
+
+
+async def sweep(
+    conn: asyncpg.Connection, *, min_rows: int, cache: dict[str, tuple[float, bool]] | None = None
+) -> SweepResult:
+    """Drop stale indexes and build missing ones over conn (the owner's, outside a transaction).
+
+    `cache` (the searches' per-tenant index cache of this process) learns each change at once.
+    """
+    result = SweepResult()
+    await conn.execute("SELECT pg_advisory_lock($1)", SWEEP_LOCK_KEY)
+    try:
+        for name in await repo.stale_indexes(conn):
+            await repo.drop_index(conn, name=name)
+            result.dropped.append(name)
+            if cache is not None:
+                cache.pop(_tenant_of(name), None)
+        for tenant in await repo.tenants_needing_index(conn, min_rows=min_rows):
+            try:
+                await repo.build_index(conn, tenant_id=tenant)
+            except asyncpg.PostgresError as exc:
+                # CONCURRENTLY leaves the failed index behind, invalid: drop it, the next sweep retries.
+                log.warning("building the vector index of tenant %s failed: %s", tenant, exc)
+                await repo.drop_index(conn, name=repo.index_name(tenant))
+                result.failed.append(tenant)
+                continue
+            result.built.append(tenant)
+            if cache is not None:
+                cache[tenant] = (time.monotonic(), True)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
+    return result
+
+
+async def drop_tenant_index(conn: asyncpg.Connection, *, tenant_id: str) -> None:
+    """Drop a deleted tenant's index (the owner's connection, outside a transaction)."""
+    await repo.drop_index(conn, name=repo.index_name(tenant_id))
+
+
+async def maintain(
+    owner_dsn: str, *, min_rows: int, interval: float, cache: dict[str, tuple[float, bool]]
+) -> None:
+    """Sweep now and then every `interval` seconds, until cancelled (the service's lifespan task)."""
+    while True:
+        try:
+            conn = await asyncpg.connect(owner_dsn)
+            try:
+                result = await sweep(conn, min_rows=min_rows, cache=cache)
+            finally:
+                await conn.close()
+            if result.built or result.dropped:
+                log.info("vector indexes: built for %s, dropped %s", result.built, result.dropped)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            # The database is down or restarting: searches scan exactly meanwhile; try again later.
+            log.warning("vector index sweep failed: %s", exc)
+        await asyncio.sleep(interval)

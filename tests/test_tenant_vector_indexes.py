@@ -1,0 +1,262 @@
+"""Each big enough tenant gets its own HNSW index (partial, on memory_vector), and searches use it.
+
+The sweep (app/services/vector_indexes.py) builds an index per tenant past the row threshold, drops
+invalid ones (what a failed CONCURRENTLY build leaves) and retries, and drops a deleted tenant's.
+The semantic leg walks a tenant's own graph, so its answer cannot depend on other tenants' rows,
+and row-level security still bounds what any index returns.
+Synthetic unit vectors stand in for embeddings where the test is about ranking, not semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import numpy as np
+import pytest
+from httpx import AsyncClient
+
+from app.db import tenant_transaction
+from app.repositories import tenants as tenant_repo
+from app.repositories import vector_indexes as index_repo
+from app.repositories.search import CandidateFilter
+from app.services import tenants as tenant_service
+from app.services.ranking import run_vector_leg
+from app.services.vector_indexes import sweep
+from app.state import ServiceState
+from tests.conftest import TenantFactory
+
+DIM = 384
+MIN_ROWS = 400
+LIMIT = 10
+RARE_TAG_EVERY = 10
+
+
+async def _as_the_service(conn: asyncpg.Connection) -> None:
+    """The session settings the service's pool sets on each connection (app.db.create_pool)."""
+    await conn.execute("SET hnsw.iterative_scan = strict_order; SET hnsw.ef_search = 100")
+
+
+def _unit(rng: np.random.Generator, rows: int) -> np.ndarray:
+    v = rng.normal(size=(rows, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+async def _fill(conn: asyncpg.Connection, tenant: str, vectors: np.ndarray) -> list[uuid.UUID]:
+    """Rows of `tenant` with the given vectors (every RARE_TAG_EVERY-th tagged "rare"); their ids."""
+    ids = [uuid.uuid4() for _ in range(len(vectors))]
+    now = datetime.now(UTC)
+    await conn.copy_records_to_table(
+        "memory",
+        records=[
+            (
+                uuid.UUID(tenant),
+                ids[i],
+                "fact",
+                f"row {i}",
+                f"row {i}",
+                vectors[i],
+                ["rare"] if i % RARE_TAG_EVERY == 0 else [],
+                1.0,
+                0.0,
+                now - timedelta(seconds=i),
+                "active",
+            )
+            for i in range(len(vectors))
+        ],
+        columns=[
+            "tenant_id",
+            "id",
+            "kind",
+            "content",
+            "search_text",
+            "embedding",
+            "tags",
+            "confidence",
+            "decay_rate",
+            "last_confirmed_at",
+            "validity",
+        ],
+    )
+    return ids
+
+
+def _exact(vectors: np.ndarray, ids: list[uuid.UUID], query: np.ndarray, keep: list[bool]) -> list[uuid.UUID]:
+    similarity = vectors.astype(np.float64) @ query.astype(np.float64)
+    return [ids[i] for i in np.argsort(-similarity, kind="stable") if keep[i]][:LIMIT]
+
+
+async def _index_valid(conn: asyncpg.Connection, tenant: str) -> bool | None:
+    """True/False: the tenant's index exists and is (not) valid; None: there is none."""
+    valid: bool | None = await conn.fetchval(
+        "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1",
+        index_repo.index_name(tenant),
+    )
+    return valid
+
+
+async def test_a_tenant_past_the_threshold_gets_its_own_index_and_its_searches_use_it(
+    client: AsyncClient,
+    admin_conn: asyncpg.Connection,
+    make_tenant: TenantFactory,
+    service: ServiceState,
+) -> None:
+    big, small = await make_tenant("idx-big"), await make_tenant("idx-small")
+    rng = np.random.default_rng(5)
+    await _fill(admin_conn, big.id, _unit(rng, MIN_ROWS))
+    await _fill(admin_conn, small.id, _unit(rng, MIN_ROWS // 2))
+    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    result = await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
+    assert big.id in result.built and small.id not in result.built
+    assert await _index_valid(admin_conn, big.id) is True
+    assert await _index_valid(admin_conn, small.id) is None
+    # A second sweep has nothing left to do for these tenants.
+    assert big.id not in (await sweep(admin_conn, min_rows=MIN_ROWS)).built
+
+    async def scans() -> int:
+        count: int = await admin_conn.fetchval(
+            "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = $1",
+            index_repo.index_name(big.id),
+        )
+        return count
+
+    before = await scans()
+    found = await client.post(
+        "/v1/search", json={"query": "row", "mode": "semantic", "limit": 5}, headers=big.headers("reader")
+    )
+    assert found.status_code == 200, found.text
+    assert len(found.json()["results"]) == 5
+    # The statistics reach the view within a second of the search's transaction.
+    for _ in range(150):
+        if await scans() > before:
+            break
+        await asyncio.sleep(0.1)
+    assert await scans() > before
+
+
+async def test_results_through_the_tenants_own_index_are_its_nearest_rows_whoever_else_is_in_the_table(
+    admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection
+) -> None:
+    await _as_the_service(serving_conn)
+    rng = np.random.default_rng(9)
+    vectors = _unit(rng, MIN_ROWS)
+    # The same rows in a tenant beside a 6x bigger neighbour and in one with no neighbour of size.
+    crowded = (await tenant_repo.create_tenant(admin_conn, name=f"idx-crowded-{uuid.uuid4().hex[:8]}")).id
+    neighbour = (await tenant_repo.create_tenant(admin_conn, name=f"idx-nb-{uuid.uuid4().hex[:8]}")).id
+    crowded_ids = await _fill(admin_conn, crowded, vectors)
+    await _fill(admin_conn, neighbour, _unit(rng, 6 * MIN_ROWS))
+    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await sweep(admin_conn, min_rows=MIN_ROWS)
+    assert await _index_valid(admin_conn, crowded) is True
+    rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
+    hits = total = 0
+    for query in _unit(np.random.default_rng(13), 5):
+        for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
+            f = CandidateFilter(tenant_ids=[crowded], kinds=["fact"], tags=tags)
+            async with tenant_transaction(serving_conn, [crowded]):
+                through_index = await run_vector_leg(
+                    serving_conn, f, query, LIMIT, exact=False, min_similarity=None, indexed={crowded}
+                )
+                exact = await run_vector_leg(serving_conn, f, query, LIMIT, exact=True, min_similarity=None)
+            assert [r.id for r in exact] == _exact(vectors, crowded_ids, query, keep)
+            # Filters apply while the walk goes on (iterative scan): the leg still fills its limit.
+            assert len(through_index) == LIMIT
+            assert {r.id for r in through_index} <= set(crowded_ids)
+            assert [r.score for r in through_index] == sorted((r.score for r in through_index), reverse=True)
+            hits += len({r.id for r in through_index} & {r.id for r in exact})
+            total += LIMIT
+    assert hits / total >= 0.95
+
+
+async def test_no_tenant_reads_another_through_any_index(
+    admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection
+) -> None:
+    await _as_the_service(serving_conn)
+    rng = np.random.default_rng(17)
+    a = (await tenant_repo.create_tenant(admin_conn, name=f"idx-a-{uuid.uuid4().hex[:8]}")).id
+    b = (await tenant_repo.create_tenant(admin_conn, name=f"idx-b-{uuid.uuid4().hex[:8]}")).id
+    a_vectors, b_vectors = _unit(rng, MIN_ROWS), _unit(rng, MIN_ROWS)
+    a_ids = await _fill(admin_conn, a, a_vectors)
+    b_ids = await _fill(admin_conn, b, b_vectors)
+    await sweep(admin_conn, min_rows=MIN_ROWS)
+    query = b_vectors[0]
+    async with tenant_transaction(serving_conn, [a]):
+        # Bound to tenant a, asking for b's rows through b's own index finds nothing (RLS).
+        leaked = await run_vector_leg(
+            serving_conn,
+            CandidateFilter(tenant_ids=[b], kinds=["fact"]),
+            query,
+            LIMIT,
+            exact=False,
+            min_similarity=None,
+            indexed={b},
+        )
+        assert leaked == []
+        mine = await run_vector_leg(
+            serving_conn,
+            CandidateFilter(tenant_ids=[a], kinds=["fact"]),
+            query,
+            LIMIT,
+            exact=False,
+            min_similarity=None,
+            indexed={a},
+        )
+        assert {r.id for r in mine} <= set(a_ids)
+    # Both tenants at once: each through its own index, merged as one exact ranking would order them.
+    both = CandidateFilter(tenant_ids=[a, b], kinds=["fact"])
+    async with tenant_transaction(serving_conn, [a, b]):
+        merged = await run_vector_leg(
+            serving_conn, both, query, LIMIT, exact=False, min_similarity=None, indexed={a, b}
+        )
+        exact = await run_vector_leg(serving_conn, both, query, LIMIT, exact=True, min_similarity=None)
+    assert merged[0].id == b_ids[0]
+    assert [r.score for r in merged] == sorted((r.score for r in merged), reverse=True)
+    assert len({r.id for r in merged} & {r.id for r in exact}) >= LIMIT - 1
+
+
+async def test_a_failed_build_is_dropped_and_retried_and_a_deleted_tenant_loses_its_index(
+    admin_conn: asyncpg.Connection, service: ServiceState
+) -> None:
+    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-retry-{uuid.uuid4().hex[:8]}")).id
+    await _fill(admin_conn, tenant, _unit(np.random.default_rng(21), MIN_ROWS))
+    await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
+    assert await _index_valid(admin_conn, tenant) is True
+    # What an interrupted CREATE INDEX CONCURRENTLY leaves behind: the index, marked invalid.
+    await admin_conn.execute(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass",
+        index_repo.index_name(tenant),
+    )
+    assert await index_repo.valid_indexes(admin_conn, tenant_ids=[tenant]) == set()
+    result = await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
+    assert index_repo.index_name(tenant) in result.dropped
+    assert tenant in result.built
+    assert await _index_valid(admin_conn, tenant) is True
+    assert service.vector_indexes[tenant][1] is True
+
+    await tenant_service.delete_tenant(admin_conn, tenant)
+    assert await _index_valid(admin_conn, tenant) is None
+
+
+@pytest.mark.parametrize("exact", [True, False])
+async def test_a_tenant_without_an_index_is_scanned_exactly(
+    exact: bool, admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection
+) -> None:
+    await _as_the_service(serving_conn)
+    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-none-{uuid.uuid4().hex[:8]}")).id
+    vectors = _unit(np.random.default_rng(23), 50)
+    ids = await _fill(admin_conn, tenant, vectors)
+    query = _unit(np.random.default_rng(29), 1)[0]
+    async with tenant_transaction(serving_conn, [tenant]):
+        rows = await run_vector_leg(
+            serving_conn,
+            CandidateFilter(tenant_ids=[tenant], kinds=["fact"]),
+            query,
+            LIMIT,
+            exact=exact,
+            min_similarity=None,
+            # Told it has one, without one: the statement still sorts the tenant's own rows.
+            indexed={tenant},
+        )
+    assert [r.id for r in rows] == _exact(vectors, ids, query, [True] * len(ids))
