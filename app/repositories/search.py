@@ -135,10 +135,14 @@ async def search_by_vector(
     await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_sort = off")
     # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
     # per row; the score 1 - distance is the same float8 subtraction done here.
+    # Each row the walk yields looks up its own memory row (OFFSET 0 keeps the lookup a
+    # parameterised one: joined, the planner under-counted the tenant's rows that pass the filters
+    # and read all of them once to compare each walked row with, 81 ms instead of 4).
     rows = await conn.fetch(
         f"SELECT m.id, v.embedding <=> {q} AS distance, m.created_at, m.path FROM memory_vector v "
-        f"JOIN memory m ON m.tenant_id = v.tenant_id AND m.id = v.memory_id "
-        f"WHERE v.tenant_id = {tenant}::uuid AND {where}{extras} "
+        f"CROSS JOIN LATERAL (SELECT m.id, m.created_at, m.path FROM memory m "
+        f"WHERE m.tenant_id = v.tenant_id AND m.id = v.memory_id AND {where}{extras} OFFSET 0) m "
+        f"WHERE v.tenant_id = {tenant}::uuid "
         f"ORDER BY v.embedding <=> {q}, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
         *sql.params,
     )
