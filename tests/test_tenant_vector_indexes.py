@@ -260,3 +260,28 @@ async def test_a_tenant_without_an_index_is_scanned_exactly(
             indexed={tenant},
         )
     assert [r.id for r in rows] == _exact(vectors, ids, query, [True] * len(ids))
+
+
+async def test_the_sweep_finds_big_tenants_when_row_level_security_binds_the_sweeping_role(
+    admin_conn: asyncpg.Connection, make_tenant: TenantFactory
+) -> None:
+    """An external database's owner is seldom a superuser: the tenant tables' forced RLS binds it."""
+    big = await make_tenant("idx-rls")
+    await _fill(admin_conn, big.id, _unit(np.random.default_rng(11), MIN_ROWS))
+    role = f"sweeper_{uuid.uuid4().hex[:8]}"
+    # Stands in for a non-superuser owner: lists every tenant (as the owner's policy lets it) and
+    # reads the tenant tables, with no exemption from their row-level security.
+    await admin_conn.execute(f"CREATE ROLE {role}")
+    await admin_conn.execute(f"GRANT SELECT ON tenant, tenant_usage, memory_vector TO {role}")
+    await admin_conn.execute(f"CREATE POLICY {role}_lists_tenants ON tenant TO {role} USING (true)")
+    try:
+        await admin_conn.execute(f"SET ROLE {role}")
+        async with admin_conn.transaction(readonly=True):
+            await index_repo.see_every_tenant(admin_conn)
+            needing = await index_repo.tenants_needing_index(admin_conn, min_rows=MIN_ROWS)
+        assert big.id in needing
+    finally:
+        await admin_conn.execute("RESET ROLE")
+        await admin_conn.execute(f"DROP POLICY {role}_lists_tenants ON tenant")
+        await admin_conn.execute(f"REVOKE ALL ON tenant, tenant_usage, memory_vector FROM {role}")
+        await admin_conn.execute(f"DROP ROLE {role}")

@@ -33,15 +33,28 @@ async def valid_indexes(conn: asyncpg.Connection, *, tenant_ids: Sequence[str]) 
     return {names[r["relname"]] for r in rows}
 
 
-async def tenants_needing_index(conn: asyncpg.Connection, *, min_rows: int) -> list[str]:
-    """Tenants with at least min_rows embedded rows and no valid index (owner: reads every tenant).
+async def see_every_tenant(conn: asyncpg.Connection) -> None:
+    """Bind this transaction's row-level security to every tenant the connecting role can list.
 
-    Each tenant's count stops at min_rows (a bounded index-only read of memory_vector's key), and
-    tenants that already have a valid index are not counted at all.
+    The tenant tables force row-level security, which binds their owner too unless it is a
+    superuser (an external database's owner usually is not): without this, the sweep would see no
+    tenant's rows and never build an index.
+    """
+    await conn.execute(
+        "SELECT set_config('recalld.tenant_ids', coalesce(string_agg(id::text, ','), ''), true) FROM tenant"
+    )
+
+
+async def tenants_needing_index(conn: asyncpg.Connection, *, min_rows: int) -> list[str]:
+    """Tenants with at least min_rows embedded rows and no valid index (after see_every_tenant).
+
+    tenant_usage's memory count (kept by triggers) bounds the embedded rows from above, so only
+    tenants with that many memories are counted, and each count stops at min_rows (a bounded
+    index-only read of memory_vector's key); tenants with a valid index are not counted at all.
     """
     rows = await conn.fetch(
         f"""
-        SELECT t.id FROM tenant t
+        SELECT t.id FROM tenant t JOIN tenant_usage u ON u.tenant_id = t.id AND u.memories >= $1
         WHERE NOT EXISTS (
             SELECT 1 FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
             WHERE c.relname = '{INDEX_PREFIX}' || replace(t.id::text, '-', '') AND i.indisvalid

@@ -55,7 +55,10 @@ async def sweep(
             result.dropped.append(name)
             if cache is not None:
                 cache.pop(_tenant_of(name), None)
-        for tenant in await repo.tenants_needing_index(conn, min_rows=min_rows):
+        async with conn.transaction(readonly=True):
+            await repo.see_every_tenant(conn)
+            needing = await repo.tenants_needing_index(conn, min_rows=min_rows)
+        for tenant in needing:
             try:
                 await repo.build_index(conn, tenant_id=tenant)
             except asyncpg.PostgresError as exc:
