@@ -49,11 +49,15 @@ def test_compose_serves_as_the_serving_role_and_migrates_as_the_owner() -> None:
     # migrate gives the serving role exactly the password the api logs in with.
     assert migrate["RECALLD_SERVING_PASSWORD"] == serving.password
     assert urlsplit(migrate["DATABASE_URL"]).username == SERVING_ROLE
+    # The index maintainer builds DDL as the owner, against the database the api serves.
+    maintainer = services["vector-indexes"]["environment"]
+    assert urlsplit(maintainer["RECALLD_MIGRATION_DATABASE_URL"]).username == owner
+    assert maintainer["DATABASE_URL"] == services["api"]["environment"]["DATABASE_URL"]
 
 
 def test_compose_and_dockerfile_commands_exist_in_the_cli() -> None:
     parser = build_parser()
-    for name in ("api", "migrate"):
+    for name in ("api", "migrate", "vector-indexes"):
         args = parser.parse_args(_compose()["services"][name]["command"])
         assert callable(args.handler)
     dockerfile = (ROOT / "Dockerfile").read_text()

@@ -10,8 +10,11 @@ Synthetic unit vectors stand in for embeddings where the test is about ranking, 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import asyncpg
 import numpy as np
@@ -28,6 +31,7 @@ from app.services.vector_indexes import sweep
 from app.state import ServiceState
 from tests.conftest import TenantFactory
 
+ROOT = Path(__file__).resolve().parent.parent
 DIM = 384
 MIN_ROWS = 400
 LIMIT = 10
@@ -285,3 +289,62 @@ async def test_the_sweep_finds_big_tenants_when_row_level_security_binds_the_swe
         await admin_conn.execute(f"DROP POLICY {role}_lists_tenants ON tenant")
         await admin_conn.execute(f"REVOKE ALL ON tenant, tenant_usage, memory_vector FROM {role}")
         await admin_conn.execute(f"DROP ROLE {role}")
+
+
+async def test_vectors_index_every_keeps_sweeping_until_stopped(
+    admin_conn: asyncpg.Connection, make_tenant: TenantFactory, data_dir: Path
+) -> None:
+    """`recalld vectors index --every N` beside a serve without the owner's login: later growth is indexed."""
+    tenant = await make_tenant("idx-every")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        "vectors",
+        "index",
+        "--every",
+        "0.5",
+        cwd=ROOT,
+        env={
+            "RECALLD_DATA_DIR": str(data_dir),
+            "RECALLD_EXACT_SCAN_MAX_ROWS": str(MIN_ROWS),
+            "HF_HUB_OFFLINE": "1",
+            "PATH": os.environ.get("PATH", ""),
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        # The tenant passes the threshold only after the command has started.
+        await _fill(admin_conn, tenant.id, _unit(np.random.default_rng(13), MIN_ROWS))
+        for _ in range(600):
+            if await _index_valid(admin_conn, tenant.id) or process.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert process.returncode is None, "the command stopped instead of sweeping again"
+        assert await _index_valid(admin_conn, tenant.id) is True
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        output, _ = await process.communicate()
+    assert tenant.id in output.decode()
+
+
+async def test_vectors_index_every_refuses_a_period_that_is_not_positive(data_dir: Path) -> None:
+    for every in ("0", "-1", "soon"):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "app.cli",
+            "vectors",
+            "index",
+            "--every",
+            every,
+            cwd=ROOT,
+            env={"RECALLD_DATA_DIR": str(data_dir), "PATH": os.environ.get("PATH", "")},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await process.communicate()
+        assert process.returncode == 2, every
+        assert "expected a positive number of seconds" in output.decode()

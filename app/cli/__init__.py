@@ -15,6 +15,16 @@ from app.errors import ApiError
 from app.startup import StartupError
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -62,10 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     vectors = sub.add_parser("vectors", help="per-tenant vector indexes")
     vectors_sub = vectors.add_subparsers(dest="vectors_command", required=True)
-    vectors_sub.add_parser(
+    vectors_index = vectors_sub.add_parser(
         "index",
         help="build each big enough tenant's HNSW index, drop invalid and orphaned ones (the owner's login; "
         "the service does this itself when it knows the owner's URL)",
+    )
+    vectors_index.add_argument(
+        "--every",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="keep running: sweep again every SECONDS until stopped (default: once)",
     )
     vectors.set_defaults(handler=cmd_vectors)
 

@@ -111,7 +111,19 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_vectors(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.vector_indexes import sweep
+    from app.services.vector_indexes import maintain, sweep
+
+    if args.every is not None:
+        # A maintenance process beside a `serve` that has no owner login (the Docker setup):
+        # the service's own loop, which reconnects for each sweep and outlives database restarts.
+        logging.getLogger("recalld.vector_indexes").setLevel(logging.INFO)
+
+        async def forever() -> None:
+            owner = await prepare_database(settings)
+            await maintain(owner, min_rows=settings.exact_scan_max_rows, interval=args.every, cache={})
+
+        asyncio.run(forever())
+        return 0
 
     async def work(conn: asyncpg.Connection) -> None:
         result = await sweep(conn, min_rows=settings.exact_scan_max_rows)
