@@ -63,7 +63,15 @@ async def test_outside_the_transaction_wrapper_the_service_role_sees_no_tenant_d
     assert stored.status_code == 201
     async with service.pool.acquire() as conn:
         # No tenant_transaction, no set_config: a forgotten wrapper must fail closed.
-        for table in ("memory", "keyword_posting", "document", "code_file", "scope_settings"):
+        for table in (
+            "memory",
+            "memory_vector",
+            "keyword_posting",
+            "keyword_block",
+            "document",
+            "code_file",
+            "scope_settings",
+        ):
             assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0, table
         assert await conn.fetchval("SELECT count(*) FROM tenant") == 0
         with pytest.raises(asyncpg.InsufficientPrivilegeError):

@@ -323,11 +323,17 @@ async def test_vectors_index_every_keeps_sweeping_until_stopped(
             await asyncio.sleep(0.1)
         assert process.returncode is None, "the command stopped instead of sweeping again"
         assert await _index_valid(admin_conn, tenant.id) is True
+        # The index is valid a moment before the sweep reports it: read until the report.
+        assert process.stdout is not None
+        reported = b""
+        while tenant.id.encode() not in reported:
+            line = await asyncio.wait_for(process.stdout.readline(), timeout=30)
+            assert line, "the command ended without reporting the build"
+            reported += line
     finally:
         if process.returncode is None:
             process.terminate()
-        output, _ = await process.communicate()
-    assert tenant.id in output.decode()
+        await process.communicate()
 
 
 async def test_vectors_index_every_refuses_a_period_that_is_not_positive(data_dir: Path) -> None:
