@@ -354,3 +354,23 @@ async def test_vectors_index_every_refuses_a_period_that_is_not_positive(data_di
         output, _ = await process.communicate()
         assert process.returncode == 2, every
         assert "expected a positive number of seconds" in output.decode()
+
+
+async def test_two_sweeps_at_once_build_every_index_without_a_deadlock(
+    admin_conn: asyncpg.Connection, dsn: str, make_tenant: TenantFactory
+) -> None:
+    """Two processes sweeping together (two serves, or a serve and `vectors index`): both finish, no build fails."""
+    tenants = [await make_tenant("idx-two") for _ in range(3)]
+    rng = np.random.default_rng(17)
+    for tenant in tenants:
+        await _fill(admin_conn, tenant.id, _unit(rng, MIN_ROWS))
+    other = await asyncpg.connect(dsn)
+    try:
+        first, second = await asyncio.gather(
+            sweep(admin_conn, min_rows=MIN_ROWS), sweep(other, min_rows=MIN_ROWS)
+        )
+    finally:
+        await other.close()
+    assert first.failed == second.failed == []
+    assert {t.id for t in tenants} <= set(first.built) | set(second.built)
+    assert all([await _index_valid(admin_conn, t.id) for t in tenants])

@@ -17,7 +17,7 @@ from app.repositories import search as search_repo
 from app.repositories import tenants as tenant_repo
 from app.repositories import vector_indexes as vector_index_repo
 from app.repositories.search import CandidateFilter
-from app.services.vector_indexes import SWEEP_LOCK_KEY
+from app.services.vector_indexes import sweep_lock
 
 ROWS = 10_000
 TENANTS = 50
@@ -100,11 +100,8 @@ async def test_a_small_tenants_own_hnsw_index_fills_the_limit(
     # The tenant's own graph (2 % of the table): its walk never meets the other tenants' rows.
     # Under the sweep's lock: the service's own sweep may be building an index of this table
     # concurrently, and two concurrent builds on one table deadlock.
-    await admin_conn.execute("SELECT pg_advisory_lock($1)", SWEEP_LOCK_KEY)
-    try:
+    async with sweep_lock(admin_conn):
         await vector_index_repo.build_index(admin_conn, tenant_id=small)
-    finally:
-        await admin_conn.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
     async with tenant_transaction(admin_conn, [small]):
         await admin_conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
         approximate = await search_repo.search_by_vector(

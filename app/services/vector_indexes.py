@@ -14,6 +14,8 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -25,6 +27,7 @@ log = logging.getLogger("recalld.vector_indexes")
 # One sweep at a time across every recalld process on the database: a second one waits, then
 # finds the work done.
 SWEEP_LOCK_KEY = 0x7265_6361_6C6C_6476  # "recalldv"
+LOCK_RETRY_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,25 @@ def _tenant_of(name: str) -> str:
     return str(uuid.UUID(name.removeprefix(repo.INDEX_PREFIX)))
 
 
+@asynccontextmanager
+async def sweep_lock(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """Hold the one-sweep-at-a-time lock, waiting for it between statements, never inside one.
+
+    A session blocked inside pg_advisory_lock() holds a snapshot, and the holder's CREATE INDEX
+    CONCURRENTLY waits for every older snapshot to go: the two would deadlock. So the lock is
+    tried, and the wait is a sleep with no statement open.
+    """
+    locked = False
+    while not locked:
+        locked = await conn.fetchval("SELECT pg_try_advisory_lock($1)", SWEEP_LOCK_KEY)
+        if not locked:
+            await asyncio.sleep(LOCK_RETRY_SECONDS)
+    try:
+        yield
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
+
+
 async def sweep(
     conn: asyncpg.Connection, *, min_rows: int, cache: dict[str, tuple[float, bool]] | None = None
 ) -> SweepResult:
@@ -48,8 +70,7 @@ async def sweep(
     `cache` (the searches' per-tenant index cache of this process) learns each change at once.
     """
     result = SweepResult()
-    await conn.execute("SELECT pg_advisory_lock($1)", SWEEP_LOCK_KEY)
-    try:
+    async with sweep_lock(conn):
         for name in await repo.stale_indexes(conn):
             await repo.drop_index(conn, name=name)
             result.dropped.append(name)
@@ -70,14 +91,14 @@ async def sweep(
             result.built.append(tenant)
             if cache is not None:
                 cache[tenant] = (time.monotonic(), True)
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", SWEEP_LOCK_KEY)
     return result
 
 
 async def drop_tenant_index(conn: asyncpg.Connection, *, tenant_id: str) -> None:
     """Drop a deleted tenant's index (the owner's connection, outside a transaction)."""
-    await repo.drop_index(conn, name=repo.index_name(tenant_id))
+    # Under the sweep's lock: a concurrent build on the table would deadlock with the drop.
+    async with sweep_lock(conn):
+        await repo.drop_index(conn, name=repo.index_name(tenant_id))
 
 
 async def maintain(
