@@ -13,7 +13,6 @@ import asyncio
 import os
 import sys
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -30,9 +29,9 @@ from app.services.ranking import run_vector_leg
 from app.services.vector_indexes import sweep
 from app.state import ServiceState
 from tests.conftest import TenantFactory
+from tests.synthetic_vectors import copy_facts, nearest, unit_vectors
 
 ROOT = Path(__file__).resolve().parent.parent
-DIM = 384
 MIN_ROWS = 400
 LIMIT = 10
 RARE_TAG_EVERY = 10
@@ -43,53 +42,15 @@ async def _as_the_service(conn: asyncpg.Connection) -> None:
     await conn.execute("SET hnsw.iterative_scan = strict_order; SET hnsw.ef_search = 100")
 
 
-def _unit(rng: np.random.Generator, rows: int) -> np.ndarray:
-    v = rng.normal(size=(rows, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
 async def _fill(conn: asyncpg.Connection, tenant: str, vectors: np.ndarray) -> list[uuid.UUID]:
     """Rows of `tenant` with the given vectors (every RARE_TAG_EVERY-th tagged "rare"); their ids."""
-    ids = [uuid.uuid4() for _ in range(len(vectors))]
-    now = datetime.now(UTC)
-    await conn.copy_records_to_table(
-        "memory",
-        records=[
-            (
-                uuid.UUID(tenant),
-                ids[i],
-                "fact",
-                f"row {i}",
-                f"row {i}",
-                vectors[i],
-                ["rare"] if i % RARE_TAG_EVERY == 0 else [],
-                1.0,
-                0.0,
-                now - timedelta(seconds=i),
-                "active",
-            )
-            for i in range(len(vectors))
-        ],
-        columns=[
-            "tenant_id",
-            "id",
-            "kind",
-            "content",
-            "search_text",
-            "embedding",
-            "tags",
-            "confidence",
-            "decay_rate",
-            "last_confirmed_at",
-            "validity",
-        ],
+    return await copy_facts(
+        conn, tenant, vectors, [["rare"] if i % RARE_TAG_EVERY == 0 else [] for i in range(len(vectors))]
     )
-    return ids
 
 
 def _exact(vectors: np.ndarray, ids: list[uuid.UUID], query: np.ndarray, keep: list[bool]) -> list[uuid.UUID]:
-    similarity = vectors.astype(np.float64) @ query.astype(np.float64)
-    return [ids[i] for i in np.argsort(-similarity, kind="stable") if keep[i]][:LIMIT]
+    return nearest(vectors, ids, query, keep, LIMIT)
 
 
 async def _index_valid(conn: asyncpg.Connection, tenant: str) -> bool | None:
@@ -109,8 +70,8 @@ async def test_a_tenant_past_the_threshold_gets_its_own_index_and_its_searches_u
 ) -> None:
     big, small = await make_tenant("idx-big"), await make_tenant("idx-small")
     rng = np.random.default_rng(5)
-    await _fill(admin_conn, big.id, _unit(rng, MIN_ROWS))
-    await _fill(admin_conn, small.id, _unit(rng, MIN_ROWS // 2))
+    await _fill(admin_conn, big.id, unit_vectors(rng, MIN_ROWS))
+    await _fill(admin_conn, small.id, unit_vectors(rng, MIN_ROWS // 2))
     await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
     result = await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
     assert big.id in result.built and small.id not in result.built
@@ -145,18 +106,18 @@ async def test_results_through_the_tenants_own_index_are_its_nearest_rows_whoeve
 ) -> None:
     await _as_the_service(serving_conn)
     rng = np.random.default_rng(9)
-    vectors = _unit(rng, MIN_ROWS)
+    vectors = unit_vectors(rng, MIN_ROWS)
     # The same rows in a tenant beside a 6x bigger neighbour and in one with no neighbour of size.
     crowded = (await tenant_repo.create_tenant(admin_conn, name=f"idx-crowded-{uuid.uuid4().hex[:8]}")).id
     neighbour = (await tenant_repo.create_tenant(admin_conn, name=f"idx-nb-{uuid.uuid4().hex[:8]}")).id
     crowded_ids = await _fill(admin_conn, crowded, vectors)
-    await _fill(admin_conn, neighbour, _unit(rng, 6 * MIN_ROWS))
+    await _fill(admin_conn, neighbour, unit_vectors(rng, 6 * MIN_ROWS))
     await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
     await sweep(admin_conn, min_rows=MIN_ROWS)
     assert await _index_valid(admin_conn, crowded) is True
     rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
     hits = total = 0
-    for query in _unit(np.random.default_rng(13), 5):
+    for query in unit_vectors(np.random.default_rng(13), 5):
         for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
             f = CandidateFilter(tenant_ids=[crowded], kinds=["fact"], tags=tags)
             async with tenant_transaction(serving_conn, [crowded]):
@@ -181,7 +142,7 @@ async def test_no_tenant_reads_another_through_any_index(
     rng = np.random.default_rng(17)
     a = (await tenant_repo.create_tenant(admin_conn, name=f"idx-a-{uuid.uuid4().hex[:8]}")).id
     b = (await tenant_repo.create_tenant(admin_conn, name=f"idx-b-{uuid.uuid4().hex[:8]}")).id
-    a_vectors, b_vectors = _unit(rng, MIN_ROWS), _unit(rng, MIN_ROWS)
+    a_vectors, b_vectors = unit_vectors(rng, MIN_ROWS), unit_vectors(rng, MIN_ROWS)
     a_ids = await _fill(admin_conn, a, a_vectors)
     b_ids = await _fill(admin_conn, b, b_vectors)
     await sweep(admin_conn, min_rows=MIN_ROWS)
@@ -224,7 +185,7 @@ async def test_a_failed_build_is_dropped_and_retried_and_a_deleted_tenant_loses_
     admin_conn: asyncpg.Connection, service: ServiceState
 ) -> None:
     tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-retry-{uuid.uuid4().hex[:8]}")).id
-    await _fill(admin_conn, tenant, _unit(np.random.default_rng(21), MIN_ROWS))
+    await _fill(admin_conn, tenant, unit_vectors(np.random.default_rng(21), MIN_ROWS))
     await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
     assert await _index_valid(admin_conn, tenant) is True
     # What an interrupted CREATE INDEX CONCURRENTLY leaves behind: the index, marked invalid.
@@ -249,9 +210,9 @@ async def test_a_tenant_without_an_index_is_scanned_exactly(
 ) -> None:
     await _as_the_service(serving_conn)
     tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-none-{uuid.uuid4().hex[:8]}")).id
-    vectors = _unit(np.random.default_rng(23), 50)
+    vectors = unit_vectors(np.random.default_rng(23), 50)
     ids = await _fill(admin_conn, tenant, vectors)
-    query = _unit(np.random.default_rng(29), 1)[0]
+    query = unit_vectors(np.random.default_rng(29), 1)[0]
     async with tenant_transaction(serving_conn, [tenant]):
         rows = await run_vector_leg(
             serving_conn,
@@ -271,7 +232,7 @@ async def test_the_sweep_finds_big_tenants_when_row_level_security_binds_the_swe
 ) -> None:
     """An external database's owner is seldom a superuser: the tenant tables' forced RLS binds it."""
     big = await make_tenant("idx-rls")
-    await _fill(admin_conn, big.id, _unit(np.random.default_rng(11), MIN_ROWS))
+    await _fill(admin_conn, big.id, unit_vectors(np.random.default_rng(11), MIN_ROWS))
     role = f"sweeper_{uuid.uuid4().hex[:8]}"
     # Stands in for a non-superuser owner: lists every tenant (as the owner's policy lets it) and
     # reads the tenant tables, with no exemption from their row-level security.
@@ -316,7 +277,7 @@ async def test_vectors_index_every_keeps_sweeping_until_stopped(
     )
     try:
         # The tenant passes the threshold only after the command has started.
-        await _fill(admin_conn, tenant.id, _unit(np.random.default_rng(13), MIN_ROWS))
+        await _fill(admin_conn, tenant.id, unit_vectors(np.random.default_rng(13), MIN_ROWS))
         for _ in range(600):
             if await _index_valid(admin_conn, tenant.id) or process.returncode is not None:
                 break
@@ -363,7 +324,7 @@ async def test_two_sweeps_at_once_build_every_index_without_a_deadlock(
     tenants = [await make_tenant("idx-two") for _ in range(3)]
     rng = np.random.default_rng(17)
     for tenant in tenants:
-        await _fill(admin_conn, tenant.id, _unit(rng, MIN_ROWS))
+        await _fill(admin_conn, tenant.id, unit_vectors(rng, MIN_ROWS))
     other = await asyncpg.connect(dsn)
     try:
         first, second = await asyncio.gather(

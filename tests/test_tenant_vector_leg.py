@@ -21,17 +21,12 @@ from app.repositories import search as search_repo
 from app.repositories.search import CandidateFilter
 from app.services.ranking import run_vector_leg
 from tests.conftest import TenantFactory
+from tests.synthetic_vectors import copy_facts, nearest, unit_vectors
 
-DIM = 384
 # A small tenant between two bigger ones, in one table.
 SIZES = {"small": 300, "mid": 2_000, "big": 5_000}
 RARE_TAG_EVERY = 20  # 5 % of the rows are tagged "rare"
 LIMIT = 10
-
-
-def _unit(rng: np.random.Generator, rows: int) -> np.ndarray:
-    v = rng.normal(size=(rows, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 @pytest.fixture(scope="module")
@@ -44,44 +39,11 @@ async def crowded(dsn: str) -> dict[str, tuple[str, list[uuid.UUID], np.ndarray,
     try:
         rng = np.random.default_rng(7)
         out = {}
-        now = datetime.now(UTC)
         for name, rows in SIZES.items():
             tenant = (await tenant_repo.create_tenant(conn, name=f"vec-{name}-{uuid.uuid4().hex[:8]}")).id
-            vectors = _unit(rng, rows)
-            ids = [uuid.uuid4() for _ in range(rows)]
+            vectors = unit_vectors(rng, rows)
             tags = [["rare"] if i % RARE_TAG_EVERY == 0 else [] for i in range(rows)]
-            await conn.copy_records_to_table(
-                "memory",
-                records=[
-                    (
-                        uuid.UUID(tenant),
-                        ids[i],
-                        "fact",
-                        f"row {i}",
-                        f"row {i}",
-                        vectors[i],
-                        tags[i],
-                        1.0,
-                        0.0,
-                        now - timedelta(seconds=i),
-                        "active",
-                    )
-                    for i in range(rows)
-                ],
-                columns=[
-                    "tenant_id",
-                    "id",
-                    "kind",
-                    "content",
-                    "search_text",
-                    "embedding",
-                    "tags",
-                    "confidence",
-                    "decay_rate",
-                    "last_confirmed_at",
-                    "validity",
-                ],
-            )
+            ids = await copy_facts(conn, tenant, vectors, tags)
             out[name] = (tenant, ids, vectors, ["rare" in t for t in tags])
         await conn.execute("ANALYZE memory; ANALYZE memory_vector")
         return out
@@ -89,19 +51,11 @@ async def crowded(dsn: str) -> dict[str, tuple[str, list[uuid.UUID], np.ndarray,
         await conn.close()
 
 
-def _brute_force(
-    vectors: np.ndarray, ids: list[uuid.UUID], query: np.ndarray, keep: list[bool]
-) -> list[uuid.UUID]:
-    similarity = vectors.astype(np.float64) @ query.astype(np.float64)
-    order = [i for i in np.argsort(-similarity, kind="stable") if keep[i]]
-    return [ids[i] for i in order[:LIMIT]]
-
-
 async def test_small_tenant_among_big_ones_gets_its_true_nearest_neighbours(
     crowded: dict[str, tuple[str, list[uuid.UUID], np.ndarray, list[bool]]], serving_conn: asyncpg.Connection
 ) -> None:
     tenant, ids, vectors, rare = crowded["small"]
-    query = _unit(np.random.default_rng(11), 1)[0]
+    query = unit_vectors(np.random.default_rng(11), 1)[0]
     for tags, keep in ((None, [True] * len(ids)), (["rare"], rare)):
         async with tenant_transaction(serving_conn, [tenant]):
             rows = await run_vector_leg(
@@ -113,7 +67,7 @@ async def test_small_tenant_among_big_ones_gets_its_true_nearest_neighbours(
                 min_similarity=None,
             )
         # The tag keeps 1 row in 20: the nearest candidates hold too few, the leg reads on.
-        assert [r.id for r in rows] == _brute_force(vectors, ids, query, keep), tags
+        assert [r.id for r in rows] == nearest(vectors, ids, query, keep, LIMIT), tags
         assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
         expected = vectors[[ids.index(r.id) for r in rows]].astype(np.float64) @ query.astype(np.float64)
         assert np.allclose([r.score for r in rows], expected, atol=1e-5)
@@ -152,10 +106,12 @@ async def test_rows_tied_at_the_candidate_cut_keep_the_full_scans_order(
 
     tenant = await make_tenant("vec-ties")
     rng = np.random.default_rng(3)
-    query = _unit(rng, 1)[0]
+    query = unit_vectors(rng, 1)[0]
     # 40 copies of one vector (the same text stored again) and 200 others farther away.
-    twin = query + 0.5 * _unit(rng, 1)[0]
-    vectors = np.vstack([np.tile(twin / np.linalg.norm(twin), (40, 1)), _unit(rng, 200)]).astype(np.float32)
+    twin = query + 0.5 * unit_vectors(rng, 1)[0]
+    vectors = np.vstack([np.tile(twin / np.linalg.norm(twin), (40, 1)), unit_vectors(rng, 200)]).astype(
+        np.float32
+    )
     now = datetime.now(UTC)
     conn = await connect(dsn)
     try:
