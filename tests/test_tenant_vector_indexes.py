@@ -335,3 +335,40 @@ async def test_two_sweeps_at_once_build_every_index_without_a_deadlock(
     assert first.failed == second.failed == []
     assert {t.id for t in tenants} <= set(first.built) | set(second.built)
     assert all([await _index_valid(admin_conn, t.id) for t in tenants])
+
+
+async def test_the_walk_stops_at_the_last_row_the_leg_returns(
+    admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection
+) -> None:
+    # Each row the tenant's index yields past the last one the leg needs is waste, and the first
+    # row past ef_search starts a second HNSW search (a third of the leg's time at 50,000 rows).
+    await _as_the_service(serving_conn)
+    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-walk-{uuid.uuid4().hex[:8]}")).id
+    vectors = unit_vectors(np.random.default_rng(31), MIN_ROWS)
+    ids = await _fill(admin_conn, tenant, vectors)
+    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await sweep(admin_conn, min_rows=MIN_ROWS)
+    rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
+    query = unit_vectors(np.random.default_rng(37), 1)[0]
+    for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
+        async with tenant_transaction(serving_conn, [tenant]):
+            rows = await run_vector_leg(
+                serving_conn,
+                CandidateFilter(tenant_ids=[tenant], kinds=["fact"], tags=tags),
+                query,
+                LIMIT,
+                exact=False,
+                min_similarity=None,
+                indexed={tenant},
+            )
+            # The index's tuples handed out in this transaction (PostgreSQL's own count).
+            walked = await serving_conn.fetchval(
+                "SELECT pg_stat_get_xact_tuples_returned($1::regclass)", index_repo.index_name(tenant)
+            )
+        if tags is None:
+            assert [r.id for r in rows] == _exact(vectors, ids, query, keep)
+            assert walked == LIMIT
+        else:
+            # Filtered, the walk goes on until LIMIT rows pass.
+            assert len(rows) == LIMIT and all(keep[ids.index(r.id)] for r in rows)
+            assert walked > LIMIT
