@@ -191,3 +191,20 @@ async def test_an_insert_whose_id_is_chosen_moves_its_tenants_delta_into_blocks(
     hits = await _keyword(client, tenant, texts[7])
     assert hits and hits[0][1] == texts[7]
     assert (await _keyword(client, tenant, "chosen walrus"))[0][0] == str(chosen)
+
+
+async def test_the_impact_is_the_rounded_fraction_migration_0006_defined(
+    admin_conn: asyncpg.Connection,
+) -> None:
+    # Stored impacts order each lexeme's postings and were written by the numeric definition; the
+    # integer one (0016) must give the same smallint for every term frequency a tsvector allows
+    # (<= 256 positions) over short and long documents.
+    differing = await admin_conn.fetchval(
+        """
+        SELECT count(*) FROM generate_series(1, 256) tf,
+            (SELECT generate_series(0, 3000) UNION ALL SELECT generate_series(3001, 1048576, 257)) d(dl)
+        WHERE keyword_impact(tf, dl)
+              <> round(32767.0 * tf / (tf + 1.2 * (0.25 + 0.75 * dl / 16.0)))::smallint
+        """
+    )
+    assert differing == 0
