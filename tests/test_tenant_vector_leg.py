@@ -8,6 +8,8 @@ Synthetic unit vectors stand in for embeddings where the test is about ranking, 
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -19,7 +21,10 @@ from httpx import AsyncClient
 from app.db import tenant_transaction
 from app.repositories import search as search_repo
 from app.repositories.search import CandidateFilter
-from app.services.ranking import run_vector_leg
+from app.retrieval.query import parse_query
+from app.services.ranking import LegPlan, rank_candidates, run_vector_leg
+from app.services.timings import Timings
+from app.state import ServiceState
 from tests.conftest import TenantFactory
 from tests.synthetic_vectors import copy_facts, nearest, unit_vectors
 
@@ -228,3 +233,40 @@ async def test_the_vector_leg_follows_writes_and_forgets(
     after = (await client.post("/v1/search", headers=headers, json=body)).json()["results"]
     assert heron not in {r["id"] for r in after}
     assert after, "the other memories are still found"
+
+
+@pytest.mark.parametrize("embedded", [True, False])
+async def test_the_walks_settings_end_with_the_semantic_leg_even_when_the_embedding_fails(
+    embedded: bool,
+    crowded: dict[str, tuple[str, list[uuid.UUID], np.ndarray, list[bool]]],
+    serving_conn: asyncpg.Connection,
+    service: ServiceState,
+) -> None:
+    # The settings go on while the query is still being embedded; whatever comes of the
+    # embedding, the statements after the leg (the reference bump, context) plan as usual.
+    tenant, _, vectors, _ = crowded["small"]
+    service.vector_indexes[tenant] = (time.monotonic(), True)  # told it has an index, so it walks
+
+    async def embedding() -> np.ndarray | None:
+        return vectors[0] if embedded else None
+
+    plan = LegPlan(
+        semantic=True, keyword=False, fusion="rrf", weights={"semantic": 1.0, "keyword": 1.0}, k=60
+    )
+    async with tenant_transaction(serving_conn, [tenant]):
+        ranked, _, _ = await rank_candidates(
+            service,
+            serving_conn,
+            f=CandidateFilter(tenant_ids=[tenant], kinds=["fact"]),
+            parsed=parse_query("row"),
+            vector=asyncio.create_task(embedding()),
+            plan=plan,
+            depth=LIMIT,
+            min_similarity=None,
+            timings=Timings(),
+        )
+        settings = await serving_conn.fetchrow(
+            "SELECT current_setting('enable_sort') AS sort, current_setting('plan_cache_mode') AS plans"
+        )
+    assert len(ranked) == (LIMIT if embedded else 0)
+    assert (settings["sort"], settings["plans"]) == ("on", "auto")

@@ -107,6 +107,23 @@ def _semantic_extras(sql: _Sql, f: CandidateFilter, q: str, min_similarity: floa
     return extra
 
 
+async def begin_index_walks(conn: asyncpg.Connection) -> None:
+    """Settings the HNSW statement (search_by_vector) needs, until end_index_walks or the transaction's end.
+
+    The planner may use a tenant's partial index only when it can prove the predicate: with the
+    tenant as a $n parameter that needs a plan made for the value (custom plan), not a generic
+    one. Sorting is switched off: the index exists because the tenant is past the size where its
+    walk beats sorting its rows, and the planner, pricing a few hundred rows' sort below an index
+    scan, would otherwise sort (the tie-break's incremental sort is a separate setting).
+    """
+    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_sort = off")
+
+
+async def end_index_walks(conn: asyncpg.Connection) -> None:
+    """Undo begin_index_walks for the statements that follow in the transaction."""
+    await conn.execute("RESET plan_cache_mode; RESET enable_sort")
+
+
 async def search_by_vector(
     conn: asyncpg.Connection,
     *,
@@ -118,21 +135,16 @@ async def search_by_vector(
 ) -> list[LegRow]:
     """Nearest rows of one tenant by cosine similarity (1 - distance), through its own HNSW index.
 
-    The index on memory_vector is partial (WHERE tenant_id = the tenant: vector_indexes), so the
-    walk visits only this tenant's rows; each row found visits its memory row for the filters, and
-    the HNSW iterative scan (set per connection) keeps going until `limit` rows pass. The planner
-    may use a partial index only when it can prove the predicate: with the tenant as a $n
-    parameter that needs a plan made for the value (custom plan), not a generic one. Sorting is
-    switched off for the statement: the index exists because the tenant is past the size where its
-    walk beats sorting its rows, and the planner, pricing a few hundred rows' sort below an index
-    scan, would otherwise sort (the tie-break's incremental sort is a separate setting).
+    Run between begin_index_walks and end_index_walks. The index on memory_vector is partial
+    (WHERE tenant_id = the tenant: vector_indexes), so the walk visits only this tenant's rows;
+    each row found visits its memory row for the filters, and the HNSW iterative scan (set per
+    connection) keeps going until `limit` rows pass.
     """
     sql = _Sql()
     q = sql.bind(query_vector)
     tenant = sql.bind(uuid.UUID(tenant_id))
     where = _where(sql, f)
     extras = _semantic_extras(sql, f, q, min_similarity, "v.embedding")
-    await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_sort = off")
     # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
     # per row; the score 1 - distance is the same float8 subtraction done here.
     # Each row the walk yields looks up its own memory row (OFFSET 0 keeps the lookup a
@@ -153,7 +165,6 @@ async def search_by_vector(
         f"ORDER BY m.distance, {TIE_BREAK_SQL}",
         *sql.params,
     )
-    await conn.execute("RESET plan_cache_mode; RESET enable_sort")
     return [LegRow(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
 
 

@@ -201,19 +201,25 @@ async def run_vector_leg(
     exact: bool,
     min_similarity: float | None,
     indexed: Collection[str] = (),
+    walks_begun: bool = False,
 ) -> list[LegRow]:
     """The semantic leg: each tenant of `indexed` through its own HNSW index, the others exactly.
 
     Several tenants' legs are merged by score and the usual tie-break. exact=True scans every
     tenant exactly (the request's `exact: true`, and recall measurements against it).
+    walks_begun: the caller ran begin_index_walks already; the walks' settings end here either way.
     """
     hnsw = [] if exact else [t for t in f.tenant_ids if t in indexed]
+    if hnsw and not walks_begun:
+        await search_repo.begin_index_walks(conn)
     legs = [
         await search_repo.search_by_vector(
             conn, f=f, tenant_id=tenant, query_vector=query_vector, limit=limit, min_similarity=min_similarity
         )
         for tenant in hnsw
     ]
+    if hnsw or walks_begun:
+        await search_repo.end_index_walks(conn)
     rest = [t for t in f.tenant_ids if t not in hnsw]
     if rest:
         legs.append(
@@ -278,10 +284,22 @@ async def rank_candidates(
         # Prepared for fusion now: the query embedding is usually still running.
         legs["keyword"] = _fusion_leg(rows, scores, rows_by_id)
         timings.add("keyword", started)
-    query_vector = await vector if plan.semantic and vector is not None else None
+    semantic = plan.semantic and vector is not None and state.embedder is not None
+    indexed: set[str] = set()
+    walks_begun = False
+    if semantic and not force_exact:
+        # Done while the query is usually still being embedded: these round trips (the catalog
+        # lookup only every INDEX_CACHE_SECONDS) cost the search no time there.
+        indexed = await _indexed_tenants(state, conn, f.tenant_ids)
+        if indexed:
+            await search_repo.begin_index_walks(conn)
+            walks_begun = True
+    query_vector = await vector if semantic and vector is not None else None
+    if query_vector is None and walks_begun:
+        # The embedding failed: no walk, and the statements that follow get their settings back.
+        await search_repo.end_index_walks(conn)
     if query_vector is not None and state.embedder is not None:
         started = time.perf_counter()
-        indexed = set() if force_exact else await _indexed_tenants(state, conn, f.tenant_ids)
         scripts = state.embedder.scripts
         rows = await run_vector_leg(
             conn,
@@ -291,6 +309,7 @@ async def rank_candidates(
             exact=force_exact,
             min_similarity=min_similarity,
             indexed=indexed,
+            walks_begun=walks_begun,
         )
         legs["semantic"] = _fusion_leg(rows, [row.score for row in rows], rows_by_id)
         match_types["semantic"] = "semantic"
