@@ -54,8 +54,9 @@ class Settings(BaseSettings):
     embedding_provider: EmbeddingProviderName = "local"
     embedding_backend: Literal["auto", "onnx", "torch"] = Field(
         default="auto",
-        description="Runtime for the local model. auto: onnxruntime, and bulk documents in bfloat16 on "
-        "torch where the CPU has AMX; onnx: onnxruntime fp32 only; torch: sentence-transformers (reference).",
+        description="Runtime for the local model. auto: onnxruntime fp32, and where the CPU has AMX "
+        "bfloat16 instead, queries on OpenVINO and bulk documents on torch; onnx: onnxruntime fp32 only; "
+        "torch: sentence-transformers (reference).",
     )
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_dim: int = 384

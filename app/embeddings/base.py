@@ -44,8 +44,9 @@ class Embedder:
 
     Queries and documents have a worker thread each: a query never queues behind a tenant's bulk
     upload (it shares the cores with it meanwhile, which costs far less than waiting for it).
-    Queries that arrive while the query worker is busy are embedded together in its next batch,
-    and recent query vectors are cached per tenant, since agents repeat queries a lot; a cache
+    Queries that arrive while the query worker is busy are embedded together in its next batch
+    (cheaper per query than one pass each; each row is bitwise the vector the query gets alone,
+    tests/test_query_encoder.py), and recent query vectors are cached per tenant, since agents repeat queries a lot; a cache
     shared across tenants would let one tenant time whether another searched a string.
     """
 

@@ -1,10 +1,11 @@
-"""Builds the configured embedder: local MiniLM (onnxruntime or torch), OpenAI-compatible, or none."""
+"""Builds the configured embedder: local MiniLM (onnxruntime, OpenVINO or torch), OpenAI-compatible, or none."""
 
 from __future__ import annotations
 
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -47,21 +48,44 @@ def _torch_encoder(batch_size: int) -> EncodeFn:
     return encode
 
 
-def _onnx_encoder(settings: Settings) -> EncodeFn:
-    from pathlib import Path
-
-    from app.embeddings.onnx_minilm import OnnxMiniLM, export_minilm_onnx
+def _onnx_dir(settings: Settings) -> Path:
+    from app.embeddings.onnx_minilm import export_minilm_onnx
 
     target = settings.resolved_data_dir / "models" / "minilm-onnx"
     target.mkdir(parents=True, exist_ok=True)
     export_minilm_onnx(Path(_local_model_dir()), target)
-    return OnnxMiniLM(target).encode
+    return target
+
+
+def _onnx_encoder(onnx_dir: Path) -> EncodeFn:
+    from app.embeddings.onnx_minilm import OnnxMiniLM
+
+    return OnnxMiniLM(onnx_dir).encode
+
+
+def _bf16_query_encoder(onnx_dir: Path) -> EncodeFn | None:
+    """OpenVINO in bfloat16 for single queries where the CPU has AMX; None elsewhere (fp32 stays)."""
+    from app.embeddings.openvino_minilm import OpenVinoMiniLM
+    from app.embeddings.torch_minilm import bf16_is_fast
+
+    if not bf16_is_fast():
+        log.info("no AMX bfloat16 on this CPU: queries are embedded by onnxruntime in fp32")
+        return None
+    try:
+        encoder = OpenVinoMiniLM(onnx_dir)
+    except Exception:
+        log.exception("OpenVINO query encoder unavailable; queries are embedded by onnxruntime in fp32")
+        return None
+    if encoder.precision != "bf16":
+        log.warning(
+            "OpenVINO runs %s here, not bf16; queries are embedded by onnxruntime in fp32", encoder.precision
+        )
+        return None
+    return encoder.encode
 
 
 def _bf16_document_encoder(fallback: EncodeFn) -> EncodeFn | None:
     """torch in bfloat16 for bulk document embedding where the CPU has AMX; None elsewhere (fp32 stays)."""
-    from pathlib import Path
-
     from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast
 
     if not bf16_is_fast():
@@ -121,10 +145,12 @@ def build_embedder(settings: Settings) -> Embedder | None:
         )
     backend = settings.embedding_backend
     runtime = "torch"
+    query_encode: EncodeFn | None = None
     document_encode: EncodeFn | None = None
     if backend in ("auto", "onnx"):
         try:
-            encode = _onnx_encoder(settings)
+            onnx_dir = _onnx_dir(settings)
+            encode = _onnx_encoder(onnx_dir)
             runtime = "onnx"
         except Exception:
             if backend == "onnx":
@@ -132,8 +158,13 @@ def build_embedder(settings: Settings) -> Embedder | None:
             log.exception("onnxruntime path unavailable; falling back to sentence-transformers")
             encode = _torch_encoder(settings.embedding_batch_size)
         if backend == "auto":
-            # Queries stay on onnxruntime (lowest single-text latency); bulk documents go to bfloat16
-            # on AMX (docs/benchmarks.md, "Ingest through the batch endpoint").
+            # Where the CPU has AMX, each role gets the bfloat16 runtime that is fastest for it: one
+            # query at a time on OpenVINO, bulk documents on torch (docs/benchmarks.md, "Query
+            # embedding" and "Ingest through the batch endpoint"); elsewhere onnxruntime fp32 does both.
+            if runtime == "onnx":
+                query_encode = _bf16_query_encoder(onnx_dir)
+                if query_encode is not None:
+                    runtime += ", queries openvino-bf16 (AMX)"
             document_encode = _bf16_document_encoder(encode)
             if document_encode is not None:
                 runtime += ", documents torch-bf16 (AMX)"
@@ -142,8 +173,8 @@ def build_embedder(settings: Settings) -> Embedder | None:
     log.info("local embedder %s loaded (%s)", LOCAL_MODEL, runtime)
     return Embedder(
         EmbedderIdentity("local", LOCAL_MODEL, LOCAL_DIM),
-        encode,
-        document_encode=document_encode,
+        query_encode or encode,
+        document_encode=document_encode or encode,
         runtime=runtime,
         batch_size=settings.embedding_batch_size,
         cache_size=settings.query_cache_size,

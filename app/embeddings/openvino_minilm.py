@@ -1,0 +1,88 @@
+"""all-MiniLM-L6-v2 on OpenVINO in bfloat16, the query encoder where the CPU has AMX.
+
+A search embeds one short query (about 11 tokens), for which onnxruntime's fp32 pass costs 3-4 ms
+back to back and 6-7 ms when searches arrive with idle gaps (its ~90 MB of weights fall out of the
+caches). OpenVINO runs the same exported graph with bfloat16 matrix products on the AMX tile units
+(half the weight bytes) at cosine ≥ 0.9999 to sentence-transformers' fp32 output: about half the
+time and CPU per query (docs/benchmarks.md, "Query embedding").
+
+Each forward pass is padded to a fixed width (16, 32, 64, … tokens): OpenVINO re-prepares every
+node when the input shape changes, which cost ~1 ms a query when each query had its own length,
+and an AMX tile holds 16 rows anyway. Pooling ignores the padding through the attention mask; the
+width depends only on the text, so a text's vector does not depend on what was embedded before.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from app.embeddings.onnx_minilm import ONNX_FILE, TOKENIZER_FILE, MiniLMEncoder
+
+# An AMX tile's row count: shorter inputs cost the same arithmetic.
+_MIN_WIDTH = 16
+
+
+def padded_width(tokens: int, max_length: int) -> int:
+    """The forward pass's width for a batch whose longest text has `tokens` tokens."""
+    return min(max(_MIN_WIDTH, 1 << max(tokens - 1, 0).bit_length()), max(max_length, tokens))
+
+
+class OpenVinoMiniLM(MiniLMEncoder):
+    """The exported ONNX graph compiled by OpenVINO's CPU plugin with bfloat16 inference precision.
+
+    Tuned for one query at a time: the latency hint, one stream and one thread by default (a search's
+    keyword leg runs in PostgreSQL on the other core meanwhile, and a single thread makes the
+    arithmetic's order, hence the vector, independent of scheduling), and no pinning of that thread
+    to a core the database may need.
+    """
+
+    def __init__(self, onnx_dir: Path, *, max_length: int = 256, threads: int = 1) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        model = core.read_model(str(onnx_dir / ONNX_FILE))
+        self._compiled = core.compile_model(
+            model,
+            "CPU",
+            {
+                "PERFORMANCE_HINT": "LATENCY",
+                "NUM_STREAMS": "1",
+                "INFERENCE_NUM_THREADS": str(threads),
+                "ENABLE_CPU_PINNING": "NO",
+                "INFERENCE_PRECISION_HINT": "bf16",
+            },
+        )
+        # What the plugin settled on: it keeps f32 where the CPU cannot do bfloat16.
+        self.precision = str(self._compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
+        self._request = self._compiled.create_infer_request()
+        # One infer request holds the inputs and outputs of one pass at a time.
+        self._lock = threading.Lock()
+        self._max_length = max_length
+        super().__init__(
+            onnx_dir / TOKENIZER_FILE,
+            dim=int(self._compiled.output(0).get_partial_shape()[-1].get_length()),
+            max_length=max_length,
+        )
+
+    def _hidden_states(
+        self,
+        input_ids: npt.NDArray[np.int64],
+        attention_mask: npt.NDArray[np.int64],
+        token_type_ids: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.float32]:
+        rows, width = input_ids.shape
+        padded = padded_width(width, self._max_length)
+        ids = np.full((rows, padded), self._pad_id, dtype=np.int64)
+        ids[:, :width] = input_ids
+        mask = np.zeros((rows, padded), dtype=np.int64)
+        mask[:, :width] = attention_mask
+        types = np.zeros((rows, padded), dtype=np.int64)
+        types[:, :width] = token_type_ids
+        with self._lock:
+            result = self._request.infer({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+            hidden = np.array(result[self._compiled.output(0)], dtype=np.float32)
+        return hidden[:, :width]
