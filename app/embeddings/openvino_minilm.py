@@ -4,7 +4,7 @@ A search embeds one short query (about 11 tokens), for which onnxruntime's fp32 
 back to back and 6-7 ms when searches arrive with idle gaps (its ~90 MB of weights fall out of the
 caches). OpenVINO runs the same exported graph with bfloat16 matrix products on the AMX tile units
 (half the weight bytes) at cosine ≥ 0.9999 to sentence-transformers' fp32 output: about half the
-time and CPU per query (docs/benchmarks.md, "Query embedding").
+CPU per query, and half the S1 `embed` span (docs/benchmarks.md, "Query embedding").
 
 Each forward pass is padded to a fixed width (16, 32, 64, … tokens): OpenVINO re-prepares every
 node when the input shape changes, which cost ~1 ms a query when each query had its own length,
