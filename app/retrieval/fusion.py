@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 # Where an item stood in one leg: (competition rank, raw score, index in the leg's list); None
 # where the leg did not return it.
@@ -41,48 +42,39 @@ class Leg:
 class FusedHit:
     """A fused result: normalised score plus where it stood in each leg.
 
-    `ranks` and `raw_scores` are built when read: a search fuses ~150 candidates and shows 10,
-    and two dicts per candidate were most of the fusion's cost.
+    `ranks` and `raw_scores` are looked up in the legs when read: a search fuses ~150 candidates
+    and shows 10, so a hit keeps only its id, its score and the legs it was fused from.
     """
 
-    __slots__ = ("_legs", "_slots", "id", "score")
+    __slots__ = ("_legs", "id", "score")
 
-    def __init__(self, id: str, score: float, legs: tuple[str, ...], slots: Sequence[_Slot]) -> None:
+    def __init__(self, id: str, score: float, legs: Mapping[str, Leg]) -> None:
         self.id = id
         self.score = score
         self._legs = legs
-        self._slots = slots
+
+    def _slots(self) -> list[tuple[str, _Slot]]:
+        return [(name, leg.positions.get(self.id)) for name, leg in self._legs.items()]
 
     @property
     def ranks(self) -> dict[str, int | None]:
         """Each leg's competition rank of this item (None: not returned by that leg)."""
-        return {leg: s[0] if s is not None else None for leg, s in zip(self._legs, self._slots, strict=True)}
+        return {leg: s[0] if s is not None else None for leg, s in self._slots()}
 
     @property
     def raw_scores(self) -> dict[str, float | None]:
         """Each leg's raw score of this item (None: not returned by that leg)."""
-        return {leg: s[1] if s is not None else None for leg, s in zip(self._legs, self._slots, strict=True)}
+        return {leg: s[1] if s is not None else None for leg, s in self._slots()}
 
     @property
     def legs_found(self) -> list[str]:
         """The legs that returned this item, in leg order."""
-        return [leg for leg, s in zip(self._legs, self._slots, strict=True) if s is not None]
+        return [leg for leg, s in self._slots() if s is not None]
 
 
-# Per item, the legs' terms are added left to right in leg order; with the two legs there are,
-# that is bit for bit what sum() gave (Python 3.12's compensated sum differs only from 3 terms on).
-
-
-def _collect(legs: Mapping[str, Leg]) -> tuple[tuple[str, ...], dict[str, list[_Slot]]]:
-    """Each item's slot per leg, items in first-seen order (legs in order, each best first)."""
-    names = tuple(legs)
-    maps = [leg.positions for leg in legs.values()]
-    found: dict[str, list[_Slot]] = {}
-    for positions in maps:
-        for item_id in positions:
-            if item_id not in found:
-                found[item_id] = [other.get(item_id) for other in maps]
-    return names, found
+def _item_ids(legs: Mapping[str, Leg]) -> list[str]:
+    """Every item once, in first-seen order (legs in order, each best first)."""
+    return list(dict.fromkeys(chain.from_iterable(leg.positions for leg in legs.values())))
 
 
 def fuse_rrf(
@@ -94,16 +86,34 @@ def fuse_rrf(
     everything it did. Hits come in first-seen order: callers order them with
     scoring.tie_break_key, the one tie order.
     """
-    names, found = _collect(legs)
-    leg_weights = [weights[leg] for leg in names]
-    best = sum(w / (k + 1) for w in leg_weights)
+    # Per item, the legs' terms are added left to right in leg order; with the two legs there
+    # are, that is bit for bit what sum() gave (Python 3.12's compensated sum differs only from
+    # 3 terms on).
+    terms = [(weights[name], leg.positions) for name, leg in legs.items()]
+    best = sum(w / (k + 1) for w, _ in terms)
     hits = []
-    for item_id, slots in found.items():
+    for item_id in _item_ids(legs):
         total = 0.0
-        for w, s in zip(leg_weights, slots, strict=True):
+        for w, positions in terms:
+            s = positions.get(item_id)
             total += w / (k + (s[0] if s is not None else depth + 1))
-        hits.append(FusedHit(item_id, total / best if best > 0 else 0.0, names, slots))
+        hits.append(FusedHit(item_id, total / best if best > 0 else 0.0, legs))
     return hits
+
+
+def _weighted_sums(
+    legs: Mapping[str, Leg], terms: Sequence[tuple[float, Sequence[float]]]
+) -> dict[str, float]:
+    """Per item, 0.0 plus each leg's weight times its value at the item's first position, in leg order.
+
+    A leg that did not return an item adds nothing, which is what adding weight · 0.0 did
+    (x + ±0.0 is x), so each leg adds its terms in one pass over its own items.
+    """
+    totals = dict.fromkeys(_item_ids(legs), 0.0)
+    for (w, values), leg in zip(terms, legs.values(), strict=True):
+        for item_id, (_, _, position) in leg.positions.items():
+            totals[item_id] += w * values[position]
+    return totals
 
 
 def fuse_weighted(legs: Mapping[str, Leg], weights: Mapping[str, float]) -> list[FusedHit]:
@@ -111,17 +121,13 @@ def fuse_weighted(legs: Mapping[str, Leg], weights: Mapping[str, float]) -> list
 
     Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
     """
-    names, found = _collect(legs)
-    leg_weights = [weights[leg] for leg in names]
-    total_weight = sum(leg_weights)
-    hits = []
-    for item_id, slots in found.items():
-        total = 0.0
-        for w, s in zip(leg_weights, slots, strict=True):
-            if s is not None:
-                total += w * max(0.0, min(1.0, s[1]))
-        hits.append(FusedHit(item_id, total / total_weight if total_weight > 0 else 0.0, names, slots))
-    return hits
+    total_weight = sum(weights[name] for name in legs)
+    clamped = [[max(0.0, min(1.0, raw)) for raw in leg.scores] for leg in legs.values()]
+    totals = _weighted_sums(legs, [(weights[name], c) for name, c in zip(legs, clamped, strict=True)])
+    return [
+        FusedHit(item_id, total / total_weight if total_weight > 0 else 0.0, legs)
+        for item_id, total in totals.items()
+    ]
 
 
 def map_keyword_score(raw: float) -> float:
@@ -156,7 +162,7 @@ def _top_z(scores: Sequence[float]) -> float:
     if len(scores) < 2:
         return 0.0
     mean = sum(scores) / len(scores)
-    spread = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    spread = math.sqrt(sum([(s - mean) ** 2 for s in scores]) / len(scores))
     return (scores[0] - mean) / spread if spread > 0 else 0.0
 
 
@@ -205,7 +211,6 @@ def fuse_adaptive(
     keyword (fusion works on the BM25 scores behind them). A leg absent from `legs` has share 0;
     an item a leg did not return scores 0 there. Hits come in first-seen order (see fuse_rrf).
     """
-    names, found = _collect(legs)
     keyword_scores = [unmap_keyword_score(raw) for raw in legs["keyword"].scores] if "keyword" in legs else []
     semantic_scores = list(legs["semantic"].scores) if "semantic" in legs else []
     if "semantic" in legs and "keyword" in legs:
@@ -214,12 +219,9 @@ def fuse_adaptive(
         shares = {leg: 1.0 for leg in legs}
     leg_scores = {"keyword": keyword_scores, "semantic": semantic_scores}
     # Per leg, the normalised value of each position; an item takes the one of its first position.
-    values = [_normalised(leg_scores.get(leg) or list(legs[leg].scores), depth) for leg in names]
-    leg_shares = [shares[leg] for leg in names]
-    hits = []
-    for item_id, slots in found.items():
-        total = 0.0
-        for share, leg_values, s in zip(leg_shares, values, slots, strict=True):
-            total += share * (leg_values[s[2]] if s is not None else 0.0)
-        hits.append(FusedHit(item_id, total, names, slots))
-    return hits, shares
+    terms = [
+        (shares[name], _normalised(leg_scores.get(name) or list(leg.scores), depth))
+        for name, leg in legs.items()
+    ]
+    totals = _weighted_sums(legs, terms)
+    return [FusedHit(item_id, total, legs) for item_id, total in totals.items()], shares

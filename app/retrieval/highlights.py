@@ -29,11 +29,17 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+@lru_cache(maxsize=1024)
+def _query_stems(words: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str]]:
+    """The query words' stems and their first letters, once per query rather than once per result."""
+    stems = frozenset(_stem(w) for w in words)
+    # English stems keep the word's first letters, so most words are ruled out without stemming.
+    return stems, frozenset(stem[:PREFIX] for stem in stems)
+
+
 def highlight_spans(content: str, q: ParsedQuery) -> list[tuple[int, int]]:
     """[start, end) spans of words sharing an English stem with a query word, and of CJK matches."""
-    stems = {_stem(w) for w in q.words}
-    # English stems keep the word's first letters, so most words are ruled out without stemming.
-    prefixes = {stem[:PREFIX] for stem in stems}
+    stems, prefixes = _query_stems(q.words)
     spans: list[tuple[int, int]] = []
     if stems:
         for match in WORD.finditer(content):

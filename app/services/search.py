@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 import uuid
 from datetime import UTC, datetime
@@ -49,6 +50,40 @@ def _match_type(hit: FusedHit, match_types: dict[str, str]) -> str:
     if len(present) > 1:
         return "hybrid"
     return match_types[present[0]] if present else "hybrid"
+
+
+def _candidate(r: RankedHit, score: float, decay: float, match_types: dict[str, str]) -> Candidate:
+    return Candidate(
+        id=r.hit.id,
+        score=score,
+        created_at=r.created_at,
+        match_type=_match_type(r.hit, match_types),
+        decay=decay,
+        hit=r.hit,
+    )
+
+
+def _best_candidates(
+    ranked: list[RankedHit],
+    match_types: dict[str, str],
+    now: datetime,
+    half_life: float,
+    min_score: float,
+    keep: int,
+) -> list[Candidate]:
+    """The first `keep` fused hits at or above min_score after decay, in the one tie order.
+
+    A search fuses ~150 hits and shows 10: only hits scoring at least the keep-th best score can
+    be among the first keep, so the tie order's key and a Candidate are made for those alone.
+    """
+    decays = [temporal_decay(r.path, now, half_life) for r in ranked]
+    scores = [r.hit.score * decay for r, decay in zip(ranked, decays, strict=True)]
+    floor = min_score
+    if len(scores) > keep:
+        floor = max(floor, heapq.nlargest(keep, scores)[-1])
+    chosen = [i for i, score in enumerate(scores) if score >= floor]
+    chosen.sort(key=lambda i: tie_break_key(scores[i], ranked[i].created_at, ranked[i].hit.id))
+    return [_candidate(ranked[i], scores[i], decays[i], match_types) for i in chosen[:keep]]
 
 
 def _path_regex(field: str, glob: str | None) -> str | None:
@@ -193,19 +228,20 @@ async def _ranked_response(
                 timings=timings,
                 force_exact=body.exact,
             )
-        candidates = [
-            Candidate(
-                id=r.hit.id,
-                score=r.hit.score * decay,
-                created_at=r.created_at,
-                match_type=_match_type(r.hit, match_types),
-                decay=decay,
-                hit=r.hit,
-            )
-            for r in ranked
-            for decay in (temporal_decay(r.path, now, half_life),)
-        ]
+        reorder_plan = rerank_service.plan_reorder(
+            state.settings,
+            scope_settings,
+            rerank_requested=body.rerank,
+            top_n=body.rerank_top_n,
+            diversity=body.diversity,
+        )
         if body.symbol or body.depth:
+            # Code hops re-score and add candidates: every fused hit goes in.
+            candidates = [
+                _candidate(r, r.hit.score * decay, decay, match_types)
+                for r in ranked
+                for decay in (temporal_decay(r.path, now, half_life),)
+            ]
             started = time.perf_counter()
             candidates = await code_search.expand(
                 conn,
@@ -217,15 +253,11 @@ async def _ranked_response(
                 seeds=body.limit,
             )
             timings.add("code", started)
-        scored = [c for c in candidates if c.score >= min_score]
-        scored.sort(key=lambda c: tie_break_key(c.score, c.created_at, c.id))
-        reorder_plan = rerank_service.plan_reorder(
-            state.settings,
-            scope_settings,
-            rerank_requested=body.rerank,
-            top_n=body.rerank_top_n,
-            diversity=body.diversity,
-        )
+            scored = [c for c in candidates if c.score >= min_score]
+            scored.sort(key=lambda c: tie_break_key(c.score, c.created_at, c.id))
+        else:
+            keep = max(body.limit, reorder_plan.top_n) if reorder_plan.active else body.limit
+            scored = _best_candidates(ranked, match_types, now, half_life, min_score, keep)
         head = scored[: reorder_plan.top_n] if reorder_plan.active else []
         pool = [reorder_candidates.Candidate(c.id, c.score, c.created_at) for c in head]
         texts = await rerank_service.load_texts(conn, tenant_ids, pool, reorder_plan)
@@ -260,11 +292,12 @@ async def _ranked_response(
         item["highlights"] = highlights
         breakdown: dict[str, Any] = {"fusion": plan.fusion, "decay": round(c.decay, 6)}
         if c.hit is not None:
+            ranks = c.hit.ranks
             breakdown.update(
                 fused=round(c.hit.score, 6),
-                ranks=c.hit.ranks,
+                ranks=ranks,
                 raw_scores=c.hit.raw_scores,
-                weights={leg: round(fusion_weights[leg], 6) for leg in c.hit.ranks},
+                weights={leg: round(fusion_weights[leg], 6) for leg in ranks},
             )
         if plan.skipped:
             breakdown["legs_skipped"] = plan.skipped
