@@ -270,6 +270,19 @@ _MEMORY_OF = (
 
 _TF_PART = "{tf} / ({tf} + $3::float8 + $4::float8 / c.avgdl * {dl})"
 
+# A memory's score is the sum of its lexemes' parts, and float addition is not associative: summed
+# in another order (the plan decides: hash or sort grouping, lexemes deduplicated by hash or sort)
+# the last bit moved and tied rows swapped places. Each part is rounded to a multiple of 2^-40, so
+# every partial sum below 2^13 is exact in float8 and the sum is the same in any order. (A part is
+# below its idf <= ln(2N + 1), 14.5 at a million memories: ~560 of the rarest query lexemes.)
+_SCORE_GRID = 2**40
+
+
+def _grid(part: str) -> str:
+    """A BM25 part rounded to the grid on which sums do not depend on their order."""
+    return f"round(({part}) * {_SCORE_GRID}::float8) / {_SCORE_GRID}::float8"
+
+
 # Every live posting of lexeme w.lexeme in tenant tenant.id (migration 0013): the blocks without
 # the postings of rows deleted or re-indexed since they were compacted, and the delta. A block's
 # arrays are unnested in the select list (value per call), not by unnest() in FROM, which fills a
@@ -324,7 +337,7 @@ async def search_by_bm25(
         statement = f"""
         WITH {_BM25_STATS}, scored AS MATERIALIZED (
             SELECT p.tenant_id, p.memory_id,
-                   sum(w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")}) AS score
+                   sum({_grid("w.idf * " + _TF_PART.format(tf="p.tf", dl="p.dl"))}) AS score
             FROM unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
             CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
             GROUP BY p.tenant_id, p.memory_id
@@ -355,7 +368,7 @@ async def search_by_bm25(
             -- MATERIALIZED: `ranked` then sums each row's parts in the order they were read. Inlined,
             -- the planner may group them by an (unstable) sort instead, and the float sums moved in
             -- their last bit, reordering ties (174 of 1,062 searches differed, docs).
-            SELECT p.tenant_id, p.memory_id, w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")} AS part
+            SELECT p.tenant_id, p.memory_id, {_grid("w.idf * " + _TF_PART.format(tf="p.tf", dl="p.dl"))} AS part
             FROM depth d CROSS JOIN unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
             CROSS JOIN LATERAL (
                 SELECT * FROM (
@@ -375,7 +388,7 @@ async def search_by_bm25(
             WHERE d.per_lexeme IS NOT NULL
             UNION ALL
             -- Under the bound: every live posting.
-            SELECT p.tenant_id, p.memory_id, w.idf * {_TF_PART.format(tf="p.tf", dl="p.dl")} AS part
+            SELECT p.tenant_id, p.memory_id, {_grid("w.idf * " + _TF_PART.format(tf="p.tf", dl="p.dl"))} AS part
             FROM depth d CROSS JOIN unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
             CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
             WHERE d.per_lexeme IS NULL
@@ -406,7 +419,7 @@ async def search_by_bm25(
                    -- Exact score of a row the cut may have shortchanged: its own tsvector narrowed to
                    -- the query lexemes (setweight marks them, ts_filter keeps them).
                    ELSE $5::float8 * (
-                       SELECT sum(w.idf * {_TF_PART.format(tf=tf, dl="length(m.search_vector)")})
+                       SELECT sum({_grid("w.idf * " + _TF_PART.format(tf=tf, dl="length(m.search_vector)"))})
                        FROM unnest(ts_filter(setweight(m.search_vector, 'A', l.all_of_them), '{{a}}')) AS u
                        JOIN w ON w.lexeme = u.lexeme
                    ) END AS score,
@@ -421,7 +434,14 @@ async def search_by_bm25(
         ORDER BY m.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
         """
+    # A generic plan, made once per connection and statement: a custom plan cost 1.0 ms of planning
+    # per search, a third of the statement (docs), and plan_cache_mode = auto keeps choosing custom
+    # ones. Its shape does not hinge on the values: parameterised lookups per tenant, lexeme and
+    # candidate. The statements that follow in the transaction plan as before (RESET: this runs
+    # before the semantic leg's own settings, never between them).
+    await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     rows = await conn.fetch(statement, *sql.params)
+    await conn.execute("RESET plan_cache_mode")
     truncated = postings_per_lexeme is not None and (
         # No row survived the filters: only the statement's flag could say whether the cut hid
         # some, and it went with the rows; assume it did.
