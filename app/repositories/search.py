@@ -298,6 +298,10 @@ _ALL_POSTINGS = """
     WHERE p.tenant_id = tenant.id AND p.lexeme = w.lexeme
 """
 
+# The keyword statement runs on a generic plan once `memory`'s statistics count this many rows: the
+# plan then looks each candidate up by its primary key, as it must at any later size.
+GENERIC_PLAN_MIN_ROWS = 1000.0
+
 # The candidate cut keeps rows tied with its last one, up to this many times `candidates`, when
 # that tie reaches the `limit`-th row: ids are random, so cutting a tie by id would drop the
 # newest rows as often as the oldest.
@@ -436,10 +440,17 @@ async def search_by_bm25(
         """
     # A generic plan, made once per connection and statement: a custom plan cost 1.0 ms of planning
     # per search, a third of the statement (docs), and plan_cache_mode = auto keeps choosing custom
-    # ones. Its shape does not hinge on the values: parameterised lookups per tenant, lexeme and
-    # candidate. The statements that follow in the transaction plan as before (RESET: this runs
-    # before the semantic leg's own settings, never between them).
-    await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    # ones. But a generic plan stays until the next ANALYZE, and one made while `memory` was nearly
+    # empty found each candidate through (tenant_id, kind, created_at, id) instead of the primary
+    # key: right after a load every candidate read all of the tenant's rows (133 ms instead of 3 at
+    # 10,000, docs). So only once the statistics have seen GENERIC_PLAN_MIN_ROWS rows; before that,
+    # custom plans as before. The statements that follow plan as before (RESET: this runs before
+    # the semantic leg's own settings, never between them).
+    await conn.fetchval(
+        "SELECT set_config('plan_cache_mode', CASE WHEN reltuples >= $1 THEN 'force_generic_plan' "
+        "ELSE 'auto' END, true) FROM pg_class WHERE oid = 'memory'::regclass",
+        GENERIC_PLAN_MIN_ROWS,
+    )
     rows = await conn.fetch(statement, *sql.params)
     await conn.execute("RESET plan_cache_mode")
     truncated = postings_per_lexeme is not None and (
