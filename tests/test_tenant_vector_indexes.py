@@ -23,7 +23,7 @@ from httpx import AsyncClient
 from app.db import tenant_transaction
 from app.repositories import tenants as tenant_repo
 from app.repositories import vector_indexes as index_repo
-from app.repositories.search import CandidateFilter
+from app.repositories.search import CandidateFilter, LegRow
 from app.services import tenants as tenant_service
 from app.services.ranking import run_vector_leg
 from app.services.vector_indexes import sweep
@@ -51,6 +51,20 @@ async def _fill(conn: asyncpg.Connection, tenant: str, vectors: np.ndarray) -> l
 
 def _exact(vectors: np.ndarray, ids: list[uuid.UUID], query: np.ndarray, keep: list[bool]) -> list[uuid.UUID]:
     return nearest(vectors, ids, query, keep, LIMIT)
+
+
+async def _leg(
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    query: np.ndarray,
+    *,
+    indexed: set[str] | None = None,
+    exact: bool = False,
+) -> list[LegRow]:
+    """The semantic leg at LIMIT, walking the tenants of `indexed` through their own indexes."""
+    return await run_vector_leg(
+        conn, f, query, LIMIT, exact=exact, min_similarity=None, indexed=indexed or ()
+    )
 
 
 async def _index_valid(conn: asyncpg.Connection, tenant: str) -> bool | None:
@@ -121,10 +135,8 @@ async def test_results_through_the_tenants_own_index_are_its_nearest_rows_whoeve
         for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
             f = CandidateFilter(tenant_ids=[crowded], kinds=["fact"], tags=tags)
             async with tenant_transaction(serving_conn, [crowded]):
-                through_index = await run_vector_leg(
-                    serving_conn, f, query, LIMIT, exact=False, min_similarity=None, indexed={crowded}
-                )
-                exact = await run_vector_leg(serving_conn, f, query, LIMIT, exact=True, min_similarity=None)
+                through_index = await _leg(serving_conn, f, query, indexed={crowded})
+                exact = await _leg(serving_conn, f, query, exact=True)
             assert [r.id for r in exact] == _exact(vectors, crowded_ids, query, keep)
             # Filters apply while the walk goes on (iterative scan): the leg still fills its limit.
             assert len(through_index) == LIMIT
@@ -149,33 +161,15 @@ async def test_no_tenant_reads_another_through_any_index(
     query = b_vectors[0]
     async with tenant_transaction(serving_conn, [a]):
         # Bound to tenant a, asking for b's rows through b's own index finds nothing (RLS).
-        leaked = await run_vector_leg(
-            serving_conn,
-            CandidateFilter(tenant_ids=[b], kinds=["fact"]),
-            query,
-            LIMIT,
-            exact=False,
-            min_similarity=None,
-            indexed={b},
-        )
+        leaked = await _leg(serving_conn, CandidateFilter(tenant_ids=[b], kinds=["fact"]), query, indexed={b})
         assert leaked == []
-        mine = await run_vector_leg(
-            serving_conn,
-            CandidateFilter(tenant_ids=[a], kinds=["fact"]),
-            query,
-            LIMIT,
-            exact=False,
-            min_similarity=None,
-            indexed={a},
-        )
+        mine = await _leg(serving_conn, CandidateFilter(tenant_ids=[a], kinds=["fact"]), query, indexed={a})
         assert {r.id for r in mine} <= set(a_ids)
     # Both tenants at once: each through its own index, merged as one exact ranking would order them.
     both = CandidateFilter(tenant_ids=[a, b], kinds=["fact"])
     async with tenant_transaction(serving_conn, [a, b]):
-        merged = await run_vector_leg(
-            serving_conn, both, query, LIMIT, exact=False, min_similarity=None, indexed={a, b}
-        )
-        exact = await run_vector_leg(serving_conn, both, query, LIMIT, exact=True, min_similarity=None)
+        merged = await _leg(serving_conn, both, query, indexed={a, b})
+        exact = await _leg(serving_conn, both, query, exact=True)
     assert merged[0].id == b_ids[0]
     assert [r.score for r in merged] == sorted((r.score for r in merged), reverse=True)
     assert len({r.id for r in merged} & {r.id for r in exact}) >= LIMIT - 1
@@ -214,15 +208,13 @@ async def test_a_tenant_without_an_index_is_scanned_exactly(
     ids = await _fill(admin_conn, tenant, vectors)
     query = unit_vectors(np.random.default_rng(29), 1)[0]
     async with tenant_transaction(serving_conn, [tenant]):
-        rows = await run_vector_leg(
+        # Told it has one, without one: the statement still sorts the tenant's own rows.
+        rows = await _leg(
             serving_conn,
             CandidateFilter(tenant_ids=[tenant], kinds=["fact"]),
             query,
-            LIMIT,
-            exact=exact,
-            min_similarity=None,
-            # Told it has one, without one: the statement still sorts the tenant's own rows.
             indexed={tenant},
+            exact=exact,
         )
     assert [r.id for r in rows] == _exact(vectors, ids, query, [True] * len(ids))
 
@@ -352,13 +344,10 @@ async def test_the_walk_stops_at_the_last_row_the_leg_returns(
     query = unit_vectors(np.random.default_rng(37), 1)[0]
     for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
         async with tenant_transaction(serving_conn, [tenant]):
-            rows = await run_vector_leg(
+            rows = await _leg(
                 serving_conn,
                 CandidateFilter(tenant_ids=[tenant], kinds=["fact"], tags=tags),
                 query,
-                LIMIT,
-                exact=False,
-                min_similarity=None,
                 indexed={tenant},
             )
             # The index's tuples handed out in this transaction (PostgreSQL's own count).
