@@ -118,3 +118,22 @@ def test_queries_fall_back_to_onnxruntime_fp32(
         assert ((vectors * theirs).sum(axis=1) >= 0.9999).all()
     finally:
         embedder.close()
+
+
+@pytest.mark.skipif(not bf16_is_fast(), reason="the OpenVINO query encoder runs only where the CPU has AMX")
+def test_batches_on_the_graphs_compiled_for_one_shape_give_each_query_its_own_vector(
+    settings: Settings,
+) -> None:
+    """Batches of 1-5 short queries (graphs for 1, 2 and 4 rows, spare rows, the dynamic graph) match each alone."""
+    from app.embeddings.factory import _onnx_dir
+
+    encoder = openvino_minilm.OpenVinoMiniLM(_onnx_dir(settings))
+    short = [q for q in QUERIES if q and len(q) < 40][:15]
+    alone = [encoder.encode([text])[0] for text in short]
+    assert openvino_minilm.static_shape(1, 16) == (1, 16)
+    assert openvino_minilm.static_shape(3, 16) == (4, 16)  # padded with a spare row
+    assert openvino_minilm.static_shape(5, 16) is None  # the dynamic graph
+    for rows in range(1, 6):
+        batch = short[:rows]
+        for text, vector in zip(batch, encoder.encode(batch), strict=True):
+            assert np.array_equal(vector, alone[short.index(text)]), (rows, text)
