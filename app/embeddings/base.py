@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +22,22 @@ EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 # Writes that may hold their transaction (a pooled connection) open while their later batches are
 # embedded; more concurrent bulk writes would leave searches waiting for connections.
 OVERLAPPING_WRITES = 2
+
+
+# How far the query worker's nice value sits above the event loop's: the loop serves every request in flight,
+# so each moment it waits for a core behind the worker delays all of them, while a later batch
+# delays only its own queries. +5 raised S2 throughput at concurrency 8 (docs); raising a
+# thread's nice needs no privilege.
+QUERY_WORKER_NICE = 5
+
+
+def _yield_to_event_loop() -> None:
+    """Lower the calling worker thread's CPU priority by QUERY_WORKER_NICE (Linux: per thread)."""
+    # A new thread starts at its creator's nice value, the loop's. Elsewhere the call is missing or
+    # refused, and the worker simply keeps the loop's priority.
+    with suppress(AttributeError, OSError):
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + QUERY_WORKER_NICE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +90,9 @@ class Embedder:
         self._batch_size = batch_size
         self._cache: OrderedDict[tuple[str, str], Vector] = OrderedDict()
         self._cache_size = cache_size
-        self._query_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-query")
+        self._query_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="embedder-query", initializer=_yield_to_event_loop
+        )
         self._document_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-documents")
         # Keyed by (tenant id, text): identical queries of two tenants never share a future either.
         self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}
