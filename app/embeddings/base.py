@@ -24,9 +24,9 @@ EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 OVERLAPPING_WRITES = 2
 
 
-# How far the query worker's nice value sits above the event loop's: the loop serves every request in flight,
-# so each moment it waits for a core behind the worker delays all of them, while a later batch
-# delays only its own queries. +5 raised S2 throughput at concurrency 8 (docs); raising a
+# How far the query worker's nice value sits above the event loop's. The loop serves every request
+# in flight, so each moment it waits for a core behind the worker delays all of them, while a later
+# batch delays only its own queries. +5 raised S2 throughput at concurrency 8 (docs); raising a
 # thread's nice needs no privilege.
 QUERY_WORKER_NICE = 5
 
