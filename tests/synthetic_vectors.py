@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -64,3 +65,20 @@ def nearest(
     """The kept rows' ids by cosine to query, brute-forced in float64 (ties in row order)."""
     similarity = vectors.astype(np.float64) @ query.astype(np.float64)
     return [ids[i] for i in np.argsort(-similarity, kind="stable") if keep[i]][:limit]
+
+
+async def analyze(conn: asyncpg.Connection) -> None:
+    """Fresh statistics for memory and memory_vector, whatever index build runs beside.
+
+    A service's index sweep may be building a tenant's index on memory_vector (CREATE INDEX
+    CONCURRENTLY); it waits for this transaction while ANALYZE waits for its lock, and PostgreSQL
+    aborts one of the two. The sweep retries its build; this tries again once the build is done.
+    """
+    for attempt in range(1, 11):
+        try:
+            await conn.execute("ANALYZE memory; ANALYZE memory_vector")
+            return
+        except asyncpg.DeadlockDetectedError:
+            if attempt == 10:
+                raise
+            await asyncio.sleep(0.5)

@@ -29,7 +29,7 @@ from app.services.ranking import run_vector_leg
 from app.services.vector_indexes import sweep
 from app.state import ServiceState
 from tests.conftest import TenantFactory
-from tests.synthetic_vectors import copy_facts, nearest, unit_vectors
+from tests.synthetic_vectors import analyze, copy_facts, nearest, unit_vectors
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_ROWS = 400
@@ -94,7 +94,7 @@ async def test_a_tenant_past_the_threshold_gets_its_own_index_and_its_searches_u
     rng = np.random.default_rng(5)
     await _fill(admin_conn, big.id, unit_vectors(rng, MIN_ROWS))
     await _fill(admin_conn, small.id, unit_vectors(rng, MIN_ROWS // 2))
-    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await analyze(admin_conn)
     result = await sweep(admin_conn, min_rows=MIN_ROWS, cache=service.vector_indexes)
     assert big.id in result.built and small.id not in result.built
     assert await _index_valid(admin_conn, big.id) is True
@@ -134,7 +134,7 @@ async def test_results_through_the_tenants_own_index_are_its_nearest_rows_whoeve
     neighbour = (await tenant_repo.create_tenant(admin_conn, name=f"idx-nb-{uuid.uuid4().hex[:8]}")).id
     crowded_ids = await _fill(admin_conn, crowded, vectors)
     await _fill(admin_conn, neighbour, unit_vectors(rng, 6 * MIN_ROWS))
-    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await analyze(admin_conn)
     await sweep(admin_conn, min_rows=MIN_ROWS)
     assert await _index_valid(admin_conn, crowded) is True
     rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
@@ -346,7 +346,7 @@ async def test_the_walk_stops_at_the_last_row_the_leg_returns(
     tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-walk-{uuid.uuid4().hex[:8]}")).id
     vectors = unit_vectors(np.random.default_rng(31), MIN_ROWS)
     ids = await _fill(admin_conn, tenant, vectors)
-    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await analyze(admin_conn)
     await sweep(admin_conn, min_rows=MIN_ROWS)
     rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
     query = unit_vectors(np.random.default_rng(37), 1)[0]
@@ -379,7 +379,7 @@ async def test_a_tenants_walk_is_planned_once_per_connection_and_still_walks_its
     tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-plan-{uuid.uuid4().hex[:8]}")).id
     vectors = unit_vectors(np.random.default_rng(41), MIN_ROWS)
     ids = await _fill(admin_conn, tenant, vectors)
-    await admin_conn.execute("ANALYZE memory; ANALYZE memory_vector")
+    await analyze(admin_conn)
     await sweep(admin_conn, min_rows=MIN_ROWS)
     queries = unit_vectors(np.random.default_rng(43), 3)
     for query in queries:

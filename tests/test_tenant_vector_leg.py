@@ -26,7 +26,7 @@ from app.services.ranking import LegPlan, rank_candidates, run_vector_leg
 from app.services.timings import Timings
 from app.state import ServiceState
 from tests.conftest import TenantFactory
-from tests.synthetic_vectors import copy_facts, nearest, unit_vectors
+from tests.synthetic_vectors import analyze, copy_facts, nearest, unit_vectors
 
 # A small tenant between two bigger ones, in one table.
 SIZES = {"small": 300, "mid": 2_000, "big": 5_000}
@@ -50,7 +50,7 @@ async def crowded(dsn: str) -> dict[str, tuple[str, list[uuid.UUID], np.ndarray,
             tags = [["rare"] if i % RARE_TAG_EVERY == 0 else [] for i in range(rows)]
             ids = await copy_facts(conn, tenant, vectors, tags)
             out[name] = (tenant, ids, vectors, ["rare" in t for t in tags])
-        await conn.execute("ANALYZE memory; ANALYZE memory_vector")
+        await analyze(conn)
         return out
     finally:
         await conn.close()
