@@ -337,30 +337,45 @@ async def test_two_sweeps_at_once_build_every_index_without_a_deadlock(
     assert all([await _index_valid(admin_conn, t.id) for t in tenants])
 
 
+async def _indexed_tenant(
+    admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection, name: str, seed: int
+) -> tuple[str, list[uuid.UUID], np.ndarray]:
+    """A tenant of MIN_ROWS rows with its own index built; serving_conn set up as the service's."""
+    await _as_the_service(serving_conn)
+    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"{name}-{uuid.uuid4().hex[:8]}")).id
+    vectors = unit_vectors(np.random.default_rng(seed), MIN_ROWS)
+    ids = await _fill(admin_conn, tenant, vectors)
+    await analyze(admin_conn)
+    await sweep(admin_conn, min_rows=MIN_ROWS)
+    return tenant, ids, vectors
+
+
+async def _walk(
+    serving_conn: asyncpg.Connection, tenant: str, query: np.ndarray, tags: list[str] | None = None
+) -> tuple[list[LegRow], int]:
+    """The tenant's semantic leg through its own index, and the index tuples the leg took."""
+    async with tenant_transaction(serving_conn, [tenant]):
+        # The count runs on until the backend flushes its statistics: the leg's share is the difference.
+        before = await _walked(serving_conn, tenant)
+        rows = await _leg(
+            serving_conn,
+            CandidateFilter(tenant_ids=[tenant], kinds=["fact"], tags=tags),
+            query,
+            indexed={tenant},
+        )
+        return rows, await _walked(serving_conn, tenant) - before
+
+
 async def test_the_walk_stops_at_the_last_row_the_leg_returns(
     admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection
 ) -> None:
     # Each row the tenant's index yields past the last one the leg needs is waste, and the first
     # row past ef_search starts a second HNSW search (a third of the leg's time at 50,000 rows).
-    await _as_the_service(serving_conn)
-    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-walk-{uuid.uuid4().hex[:8]}")).id
-    vectors = unit_vectors(np.random.default_rng(31), MIN_ROWS)
-    ids = await _fill(admin_conn, tenant, vectors)
-    await analyze(admin_conn)
-    await sweep(admin_conn, min_rows=MIN_ROWS)
+    tenant, ids, vectors = await _indexed_tenant(admin_conn, serving_conn, "idx-walk", 31)
     rare = [i % RARE_TAG_EVERY == 0 for i in range(MIN_ROWS)]
     query = unit_vectors(np.random.default_rng(37), 1)[0]
     for tags, keep in ((None, [True] * MIN_ROWS), (["rare"], rare)):
-        async with tenant_transaction(serving_conn, [tenant]):
-            # The count runs on until the backend flushes its statistics: this leg's share is the difference.
-            before = await _walked(serving_conn, tenant)
-            rows = await _leg(
-                serving_conn,
-                CandidateFilter(tenant_ids=[tenant], kinds=["fact"], tags=tags),
-                query,
-                indexed={tenant},
-            )
-            walked = await _walked(serving_conn, tenant) - before
+        rows, walked = await _walk(serving_conn, tenant, query, tags)
         if tags is None:
             assert [r.id for r in rows] == _exact(vectors, ids, query, keep)
             assert walked == LIMIT
@@ -375,22 +390,11 @@ async def test_a_tenants_walk_is_planned_once_per_connection_and_still_walks_its
 ) -> None:
     # Planning the walk for each search cost a tenth of the statement at 50,000 rows (docs): the
     # plan made by the first search of a connection serves the next ones, through the index.
-    await _as_the_service(serving_conn)
-    tenant = (await tenant_repo.create_tenant(admin_conn, name=f"idx-plan-{uuid.uuid4().hex[:8]}")).id
-    vectors = unit_vectors(np.random.default_rng(41), MIN_ROWS)
-    ids = await _fill(admin_conn, tenant, vectors)
-    await analyze(admin_conn)
-    await sweep(admin_conn, min_rows=MIN_ROWS)
+    tenant, ids, vectors = await _indexed_tenant(admin_conn, serving_conn, "idx-plan", 41)
     queries = unit_vectors(np.random.default_rng(43), 3)
     for query in queries:
-        async with tenant_transaction(serving_conn, [tenant]):
-            before = await _walked(serving_conn, tenant)
-            rows = await _leg(
-                serving_conn, CandidateFilter(tenant_ids=[tenant], kinds=["fact"]), query, indexed={tenant}
-            )
-            walked = await _walked(serving_conn, tenant) - before
+        rows, walked = await _walk(serving_conn, tenant, query)
         assert [r.id for r in rows] == _exact(vectors, ids, query, [True] * MIN_ROWS)
-        print("WALKED", walked)
         assert walked == LIMIT
     plans = await serving_conn.fetch(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%FROM memory_vector v%'"
