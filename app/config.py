@@ -95,6 +95,13 @@ class Settings(BaseSettings):
         gt=0,
         description="How often the service looks for tenants that need their HNSW index built (or dropped).",
     )
+    statistics_check_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often the service compares each table's live rows with the planner's count, and "
+        "runs ANALYZE where they differ by more than autovacuum tolerates: searches right after a bulk "
+        "load or delete plan for the table as it is, not as it was at autovacuum's last visit.",
+    )
     hnsw_ef_search: int = 100
     keyword_postings_per_lexeme: int = Field(
         default=200,

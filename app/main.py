@@ -24,8 +24,8 @@ from app.errors import install_error_handlers
 from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
+from app.services.maintenance import maintain
 from app.services.ranking import KEYWORD_RANKER
-from app.services.vector_indexes import maintain
 from app.startup import check_embedder_identity, check_serving_role, owner_dsn, prepare_serving_database
 from app.state import ServiceState
 from app.supervisor import supervised
@@ -44,20 +44,22 @@ Every `/v1` call needs `Authorization: Bearer <key>`. Roles: `reader` (search, r
 """
 
 
-async def _maintain_vector_indexes(stack: AsyncExitStack, settings: Settings, state: ServiceState) -> None:
-    """Run the tenants' HNSW index sweep in the background, with the owner's login when known."""
+async def _start_upkeep(stack: AsyncExitStack, settings: Settings, state: ServiceState) -> None:
+    """Run the background upkeep (vector indexes, statistics) with the owner's login, when known."""
     owner = await owner_dsn(settings)
     if owner is None:
         log.warning(
-            "no owner database URL (RECALLD_MIGRATION_DATABASE_URL): tenants' vector indexes are not "
-            "built by this service; semantic search scans vectors exactly until `recalld vectors index` builds them"
+            "no owner database URL (RECALLD_MIGRATION_DATABASE_URL): this service neither builds tenants' "
+            "vector indexes nor refreshes statistics after large writes; semantic search scans vectors exactly "
+            "until `recalld vectors index` builds them (`--every SECONDS` does both, as a process of its own)"
         )
         return
     task = asyncio.create_task(
         maintain(
             owner,
             min_rows=settings.exact_scan_max_rows,
-            interval=settings.vector_index_check_seconds,
+            sweep_interval=settings.vector_index_check_seconds,
+            statistics_interval=settings.statistics_check_seconds,
             cache=state.vector_indexes,
         )
     )
@@ -117,7 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 else None,
                 supervisor=supervisor,
             )
-            await _maintain_vector_indexes(stack, settings, app.state.service)
+            await _start_upkeep(stack, settings, app.state.service)
             # What exists now lives as long as the process (the models, torch's and FastAPI's
             # modules, the pool): the cyclic collector's full passes walked all of it again and
             # again, about 9 % of the server's CPU at S2. Frozen, they walk only request garbage.

@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         default=None,
         metavar="SECONDS",
-        help="keep running: sweep again every SECONDS until stopped (default: once)",
+        help="keep running: sweep again every SECONDS, and refresh planner statistics after large writes, "
+        "until stopped (default: sweep once)",
     )
     vectors.set_defaults(handler=cmd_vectors)
 

@@ -111,16 +111,24 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_vectors(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.vector_indexes import maintain, sweep
+    from app.services.maintenance import maintain
+    from app.services.vector_indexes import sweep
 
     if args.every is not None:
         # A maintenance process beside a `serve` that has no owner login (the Docker setup):
-        # the service's own loop, which reconnects for each sweep and outlives database restarts.
+        # the service's own upkeep loop (statistics too), which reconnects after database restarts.
         logging.getLogger("recalld.vector_indexes").setLevel(logging.INFO)
+        logging.getLogger("recalld.maintenance").setLevel(logging.INFO)
 
         async def forever() -> None:
             owner = await prepare_database(settings)
-            await maintain(owner, min_rows=settings.exact_scan_max_rows, interval=args.every, cache={})
+            await maintain(
+                owner,
+                min_rows=settings.exact_scan_max_rows,
+                sweep_interval=args.every,
+                statistics_interval=settings.statistics_check_seconds,
+                cache={},
+            )
 
         asyncio.run(forever())
         return 0

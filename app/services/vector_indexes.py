@@ -3,9 +3,10 @@
 A partial HNSW index per tenant (repositories.vector_indexes) makes a tenant's semantic leg cost
 what its own rows cost, whatever other tenants hold; below `min_rows` embedded rows the exact scan
 is as fast and needs no index. The service keeps them with the schema owner's login (the serving
-role may not run DDL): at startup and then every `interval` seconds, a sweep drops invalid indexes
-(a failed concurrent build leaves one) and those of deleted tenants, and builds the missing ones
-CONCURRENTLY, so no writer waits. `recalld vectors index` runs the same sweep once.
+role may not run DDL): a sweep (run by services.maintenance at startup, on an interval and after
+large writes) drops invalid indexes (a failed concurrent build leaves one) and those of deleted
+tenants, and builds the missing ones CONCURRENTLY, so no writer waits. `recalld vectors index` runs
+the same sweep once.
 """
 
 from __future__ import annotations
@@ -99,22 +100,3 @@ async def drop_tenant_index(conn: asyncpg.Connection, *, tenant_id: str) -> None
     # Under the sweep's lock: a concurrent build on the table would deadlock with the drop.
     async with sweep_lock(conn):
         await repo.drop_index(conn, name=repo.index_name(tenant_id))
-
-
-async def maintain(
-    owner_dsn: str, *, min_rows: int, interval: float, cache: dict[str, tuple[float, bool]]
-) -> None:
-    """Sweep now and then every `interval` seconds, until cancelled (the service's lifespan task)."""
-    while True:
-        try:
-            conn = await asyncpg.connect(owner_dsn)
-            try:
-                result = await sweep(conn, min_rows=min_rows, cache=cache)
-            finally:
-                await conn.close()
-            if result.built or result.dropped:
-                log.info("vector indexes: built for %s, dropped %s", result.built, result.dropped)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            # The database is down or restarting: searches scan exactly meanwhile; try again later.
-            log.warning("vector index sweep failed: %s", exc)
-        await asyncio.sleep(interval)

@@ -1,0 +1,106 @@
+"""The service refreshes planner statistics itself after a bulk write, instead of waiting for autovacuum.
+
+Right after a tenant is filled, PostgreSQL's statistics still describe the table as it was, and
+every plan made meanwhile is made for that table (docs/benchmarks.md, "Keyword right after a
+load"). The service's upkeep loop (app/services/maintenance.py) runs ANALYZE once a table's live
+rows move past autovacuum's own tolerance. Synthetic rows stand in for embedded memories: the test
+is about row counts, not semantics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+
+import asyncpg
+import numpy as np
+
+from app.repositories import statistics as stats_repo
+from tests.conftest import TenantFactory
+from tests.synthetic_vectors import analyze, copy_facts, unit_vectors
+
+# Well past the loop's one-second period plus PostgreSQL's one-second stats flush.
+WAIT_SECONDS = 20.0
+
+
+async def _manual_analyzes(conn: asyncpg.Connection) -> int:
+    count: int = await conn.fetchval(
+        "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'memory'::regclass"
+    )
+    return count
+
+
+async def _planned_rows(conn: asyncpg.Connection, tenant: str) -> float:
+    """The planner's estimate of the tenant's rows in memory."""
+    plan = json.loads(
+        await conn.fetchval(
+            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory WHERE tenant_id = '{uuid.UUID(tenant)}'::uuid"
+        )
+    )
+    rows: float = plan[0]["Plan"]["Plan Rows"]
+    return rows
+
+
+async def test_a_bulk_load_is_analyzed_within_seconds_and_the_planner_sees_the_new_tenant(
+    admin_conn: asyncpg.Connection, make_tenant: TenantFactory
+) -> None:
+    await analyze(admin_conn)
+    counted: float = await admin_conn.fetchval(
+        "SELECT reltuples FROM pg_class WHERE oid = 'memory'::regclass"
+    )
+    before = await _manual_analyzes(admin_conn)
+    # Comfortably past autovacuum's default tolerance (50 rows + 10 % of the table).
+    rows = math.ceil((50 + 0.1 * counted) * 1.5)
+    loaded = await make_tenant("stats-load")
+    await copy_facts(admin_conn, loaded.id, unit_vectors(np.random.default_rng(11), rows), [[]] * rows)
+
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (
+        await _manual_analyzes(admin_conn) == before or await _planned_rows(admin_conn, loaded.id) < rows / 2
+    ):
+        assert time.monotonic() < deadline, (
+            f"no ANALYZE of memory within {WAIT_SECONDS} s of a {rows}-row load"
+        )
+        await asyncio.sleep(0.25)
+    assert await _planned_rows(admin_conn, loaded.id) >= rows / 2
+
+
+async def test_updates_alone_do_not_call_for_an_analyze(
+    admin_conn: asyncpg.Connection, make_tenant: TenantFactory
+) -> None:
+    """Every search bumps reference counts: churn that leaves the row count alone is autovacuum's."""
+    tenant = await make_tenant("stats-churn")
+    rows = 300
+    await copy_facts(admin_conn, tenant.id, unit_vectors(np.random.default_rng(12), rows), [[]] * rows)
+    # The copy's counts reach the statistics before the ANALYZE: flushed after it, they would be
+    # counted twice (PostgreSQL's ANALYZE sets the live count, a late flush adds to it).
+    await admin_conn.execute("SELECT pg_stat_force_next_flush()")
+    await analyze(admin_conn)
+    counted: float = await admin_conn.fetchval(
+        "SELECT reltuples FROM pg_class WHERE oid = 'memory'::regclass"
+    )
+    # Enough changed rows that autovacuum itself would analyze (50 + 10 % of the table), were they inserts.
+    rounds = math.ceil((50 + 0.1 * counted) * 1.5 / rows)
+    updated_before: int = await admin_conn.fetchval(
+        "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'memory'::regclass"
+    )
+    for _ in range(rounds):
+        await admin_conn.execute(
+            "UPDATE memory SET reference_count = reference_count + 1 WHERE tenant_id = $1",
+            uuid.UUID(tenant.id),
+        )
+    await admin_conn.execute("SELECT pg_stat_force_next_flush()")
+    # The updates reach the statistics views (so the check below reads them), yet call for nothing.
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (
+        await admin_conn.fetchval(
+            "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'memory'::regclass"
+        )
+        < updated_before + rounds * rows
+    ):
+        assert time.monotonic() < deadline, "the updates never reached pg_stat_user_tables"
+        await asyncio.sleep(0.1)
+    assert "memory" not in await stats_repo.tables_with_stale_row_counts(admin_conn)
