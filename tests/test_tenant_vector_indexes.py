@@ -402,3 +402,24 @@ async def test_a_tenants_walk_is_planned_once_per_connection_and_still_walks_its
         f"%{tenant}%",
     )
     assert [(p["generic_plans"], p["custom_plans"]) for p in plans] == [(len(queries), 0)]
+
+
+async def test_a_small_tenants_exact_scan_is_planned_once_per_connection_and_stays_exact(
+    admin_conn: asyncpg.Connection, serving_conn: asyncpg.Connection, make_tenant: TenantFactory
+) -> None:
+    # Below the index threshold every search scans the tenant's vectors exactly; planning that scan
+    # per search cost about as much as running it (docs). The first search's plan serves the rest.
+    await _as_the_service(serving_conn)
+    tenant = (await make_tenant("exact-plan")).id
+    vectors = unit_vectors(np.random.default_rng(47), 60)
+    ids = await _fill(admin_conn, tenant, vectors)
+    queries = unit_vectors(np.random.default_rng(48), 3)
+    for query in queries:
+        async with tenant_transaction(serving_conn, [tenant]):
+            rows = await _leg(serving_conn, CandidateFilter(tenant_ids=[tenant], kinds=["fact"]), query)
+        assert [r.id for r in rows] == _exact(vectors, ids, query, [True] * len(ids))
+    plans = await serving_conn.fetch(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%WITH nearest AS%'"
+        " AND statement NOT LIKE '%pg_prepared_statements%'"
+    )
+    assert [(p["generic_plans"], p["custom_plans"]) for p in plans] == [(len(queries), 0)]
