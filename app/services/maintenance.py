@@ -51,14 +51,17 @@ async def _upkeep(
 ) -> None:
     next_sweep = 0.0
     while True:
-        analyzed = await refresh_statistics(conn)
-        if analyzed:
-            log.debug("statistics refreshed: %s", ", ".join(analyzed))
-        if _VECTOR_TABLE in analyzed or time.monotonic() >= next_sweep:
+        # The sweep first: a refresh that keeps failing (and reconnecting) must not starve it.
+        if time.monotonic() >= next_sweep:
             result = await sweep(conn, min_rows=min_rows, cache=cache)
             next_sweep = time.monotonic() + sweep_interval
             if result.built or result.dropped:
                 log.info("vector indexes: built for %s, dropped %s", result.built, result.dropped)
+        analyzed = await refresh_statistics(conn)
+        if analyzed:
+            log.debug("statistics refreshed: %s", ", ".join(analyzed))
+        if _VECTOR_TABLE in analyzed:
+            next_sweep = 0.0
         await asyncio.sleep(statistics_interval)
 
 
