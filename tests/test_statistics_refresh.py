@@ -104,3 +104,26 @@ async def test_updates_alone_do_not_call_for_an_analyze(
         assert time.monotonic() < deadline, "the updates never reached pg_stat_user_tables"
         await asyncio.sleep(0.1)
     assert "memory" not in await stats_repo.tables_with_stale_row_counts(admin_conn)
+
+
+async def test_tables_of_another_role_in_the_same_schema_are_left_alone(
+    admin_conn: asyncpg.Connection,
+) -> None:
+    """Another application's table beside recalld's is not recalld's to ANALYZE, however stale."""
+    role, table = f"neighbour_{uuid.uuid4().hex[:8]}", f"neighbour_rows_{uuid.uuid4().hex[:8]}"
+    await admin_conn.execute(f"CREATE ROLE {role} NOLOGIN")
+    try:
+        await admin_conn.execute(f"CREATE TABLE {table} (n int)")
+        await admin_conn.execute(f"ALTER TABLE {table} OWNER TO {role}")
+        await admin_conn.execute(f"INSERT INTO {table} SELECT generate_series(1, 500)")
+        await admin_conn.execute("SELECT pg_stat_force_next_flush()")
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not await admin_conn.fetchval(
+            "SELECT n_live_tup >= 500 FROM pg_stat_user_tables WHERE relname = $1", table
+        ):
+            assert time.monotonic() < deadline, "the inserts never reached pg_stat_user_tables"
+            await asyncio.sleep(0.1)
+        assert table not in await stats_repo.tables_with_stale_row_counts(admin_conn)
+    finally:
+        await admin_conn.execute(f"DROP TABLE IF EXISTS {table}")
+        await admin_conn.execute(f"DROP ROLE {role}")

@@ -16,9 +16,11 @@ ANALYZE_LOCK_TIMEOUT = "200ms"
 
 
 async def tables_with_stale_row_counts(conn: asyncpg.Connection) -> list[str]:
-    """Tables of the current schema whose live rows differ from the planner's count by more than autovacuum allows.
+    """The role's own tables whose live rows differ from the planner's count by more than autovacuum allows.
 
-    The tolerance is autovacuum's own analyze threshold (autovacuum_analyze_threshold +
+    Only the role's tables in the current schema: ANALYZE skips others (with a warning each time),
+    and tables another application keeps in the same schema are not recalld's to maintain. The
+    tolerance is autovacuum's own analyze threshold (autovacuum_analyze_threshold +
     autovacuum_analyze_scale_factor × the counted rows), applied to the change in live rows only:
     inserts and deletes move the estimates plans depend on, while updates (each search's reference
     bump) do not, and autovacuum still handles those. Nothing when autovacuum is off: the operator
@@ -27,7 +29,8 @@ async def tables_with_stale_row_counts(conn: asyncpg.Connection) -> list[str]:
     rows = await conn.fetch(
         """
         SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-        WHERE s.schemaname = current_schema() AND current_setting('autovacuum')::bool
+        WHERE s.schemaname = current_schema() AND pg_get_userbyid(c.relowner) = current_user
+          AND current_setting('autovacuum')::bool
           AND abs(s.n_live_tup - greatest(c.reltuples, 0)) >
               current_setting('autovacuum_analyze_threshold')::float8
               + current_setting('autovacuum_analyze_scale_factor')::float8 * greatest(c.reltuples, 0)
