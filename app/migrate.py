@@ -36,6 +36,11 @@ def upgrade_to_head(dsn: str) -> None:
     command.upgrade(_alembic_config(dsn), "head")
 
 
+def downgrade_to(dsn: str, revision: str) -> None:
+    """Undo migrations down to revision ("base": all of them); blocking, like upgrade_to_head."""
+    command.downgrade(_alembic_config(dsn), revision)
+
+
 async def current_revision(conn: asyncpg.Connection) -> str | None:
     """Revision the database is at, or None before the first migration."""
     exists = await conn.fetchval("SELECT to_regclass('public.alembic_version') IS NOT NULL")

@@ -15,11 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import numpy as np
 import pytest
-from alembic import command
-from alembic.script import ScriptDirectory
 
 from app.db import connect
-from app.migrate import _alembic_config, current_revision, head_revision, upgrade_to_head
+from app.migrate import current_revision, downgrade_to, head_revision, upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.repositories.search import CandidateFilter, search_by_bm25
 from tests.synthetic_vectors import unit_vectors
@@ -53,14 +51,7 @@ COLUMNS = [
 FACT = (1.0, 0.0, datetime(2026, 1, 1, tzinfo=UTC), "active")
 # The last revision before the keyword postings went into blocks (0013): its downgrade moves them
 # back into one row per posting, the heaviest data-moving downgrade there is.
-BEFORE_BLOCKS = "0012"
-
-
-def _revision(prefix: str) -> str:
-    """The full id of the revision whose id starts with prefix."""
-    script = ScriptDirectory.from_config(_alembic_config())
-    (match,) = [r.revision for r in script.walk_revisions() if r.revision.startswith(prefix)]
-    return match
+BEFORE_BLOCKS = "0012_rls_tenant_ids_once"
 
 
 @pytest.fixture
@@ -82,7 +73,7 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
 
 async def test_every_downgrade_runs_down_to_an_empty_schema_and_up_again(scratch_dsn: str) -> None:
     await asyncio.to_thread(upgrade_to_head, scratch_dsn)
-    await asyncio.to_thread(command.downgrade, _alembic_config(scratch_dsn), "base")
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "base")
     conn = await asyncpg.connect(scratch_dsn)
     try:
         assert await _tables(conn) == {"alembic_version"}
@@ -145,8 +136,7 @@ async def test_memories_keep_their_keyword_ranking_through_a_downgrade_and_upgra
     finally:
         await conn.close()
 
-    config = _alembic_config(scratch_dsn)
-    await asyncio.to_thread(command.downgrade, config, _revision(BEFORE_BLOCKS))
+    await asyncio.to_thread(downgrade_to, scratch_dsn, BEFORE_BLOCKS)
     await asyncio.to_thread(upgrade_to_head, scratch_dsn)
 
     conn = await connect(scratch_dsn)
