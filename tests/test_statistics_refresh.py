@@ -14,6 +14,7 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import numpy as np
@@ -24,6 +25,14 @@ from tests.synthetic_vectors import analyze, copy_facts, unit_vectors
 
 # Well past the loop's one-second period plus PostgreSQL's one-second stats flush.
 WAIT_SECONDS = 20.0
+
+
+async def _eventually(holds: Callable[[], Awaitable[bool]], failure: str) -> None:
+    """Wait until holds() is true; fail with `failure` after WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not await holds():
+        assert time.monotonic() < deadline, failure
+        await asyncio.sleep(0.1)
 
 
 async def _manual_analyzes(conn: asyncpg.Connection) -> int:
@@ -57,14 +66,13 @@ async def test_a_bulk_load_is_analyzed_within_seconds_and_the_planner_sees_the_n
     loaded = await make_tenant("stats-load")
     await copy_facts(admin_conn, loaded.id, unit_vectors(np.random.default_rng(11), rows), [[]] * rows)
 
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (
-        await _manual_analyzes(admin_conn) == before or await _planned_rows(admin_conn, loaded.id) < rows / 2
-    ):
-        assert time.monotonic() < deadline, (
-            f"no ANALYZE of memory within {WAIT_SECONDS} s of a {rows}-row load"
+    async def analyzed() -> bool:
+        return (
+            await _manual_analyzes(admin_conn) > before
+            and await _planned_rows(admin_conn, loaded.id) >= rows / 2
         )
-        await asyncio.sleep(0.25)
+
+    await _eventually(analyzed, f"no ANALYZE of memory within {WAIT_SECONDS} s of a {rows}-row load")
     assert await _planned_rows(admin_conn, loaded.id) >= rows / 2
 
 
@@ -93,16 +101,15 @@ async def test_updates_alone_do_not_call_for_an_analyze(
             uuid.UUID(tenant.id),
         )
     await admin_conn.execute("SELECT pg_stat_force_next_flush()")
+
     # The updates reach the statistics views (so the check below reads them), yet call for nothing.
-    deadline = time.monotonic() + WAIT_SECONDS
-    while (
-        await admin_conn.fetchval(
+    async def counted_updates() -> bool:
+        updated: int = await admin_conn.fetchval(
             "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relid = 'memory'::regclass"
         )
-        < updated_before + rounds * rows
-    ):
-        assert time.monotonic() < deadline, "the updates never reached pg_stat_user_tables"
-        await asyncio.sleep(0.1)
+        return updated >= updated_before + rounds * rows
+
+    await _eventually(counted_updates, "the updates never reached pg_stat_user_tables")
     assert "memory" not in await stats_repo.tables_with_stale_row_counts(admin_conn)
 
 
@@ -117,12 +124,14 @@ async def test_tables_of_another_role_in_the_same_schema_are_left_alone(
         await admin_conn.execute(f"ALTER TABLE {table} OWNER TO {role}")
         await admin_conn.execute(f"INSERT INTO {table} SELECT generate_series(1, 500)")
         await admin_conn.execute("SELECT pg_stat_force_next_flush()")
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not await admin_conn.fetchval(
-            "SELECT n_live_tup >= 500 FROM pg_stat_user_tables WHERE relname = $1", table
-        ):
-            assert time.monotonic() < deadline, "the inserts never reached pg_stat_user_tables"
-            await asyncio.sleep(0.1)
+
+        async def counted_inserts() -> bool:
+            counted: bool = await admin_conn.fetchval(
+                "SELECT n_live_tup >= 500 FROM pg_stat_user_tables WHERE relname = $1", table
+            )
+            return counted
+
+        await _eventually(counted_inserts, "the inserts never reached pg_stat_user_tables")
         assert table not in await stats_repo.tables_with_stale_row_counts(admin_conn)
     finally:
         await admin_conn.execute(f"DROP TABLE IF EXISTS {table}")
