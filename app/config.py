@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.rerank.base import MAX_RERANK_TOP_N
@@ -58,10 +58,47 @@ class Settings(BaseSettings):
         "bfloat16 instead, queries on OpenVINO and bulk documents on torch; onnx: onnxruntime fp32 only; "
         "torch: sentence-transformers (reference).",
     )
-    embedding_model: str = "all-MiniLM-L6-v2"
-    embedding_dim: int = 384
+    embedding_model: str | None = Field(
+        default=None,
+        description="The model's name: required for `openai` (the name the endpoint serves); the local "
+        "provider runs all-MiniLM-L6-v2 only.",
+    )
+    embedding_dim: int | None = Field(
+        default=None,
+        ge=1,
+        le=4000,
+        description="The model's dimension (up to 2,000 stored as vector(n), up to 4,000 as halfvec(n)). "
+        "Unset: the local model's 384, or asked of the `openai` endpoint with one request at first start.",
+    )
     openai_base_url: str = "https://api.openai.com/v1"
-    openai_api_key: str | None = None
+    openai_api_key: SecretStr | None = None
+    openai_api_key_file: Path | None = Field(
+        default=None,
+        description="A file holding the endpoint's API key (Docker/Kubernetes secrets); read at start.",
+    )
+    embedding_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds one `openai` embedding request may take before it is retried.",
+    )
+    embedding_query_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds a search waits for its query's `openai` embedding (one retry) before it "
+        "answers from the keyword leg alone (`embedding_used: false`).",
+    )
+    embedding_max_retries: int = Field(
+        default=3,
+        ge=0,
+        description="Retries of an `openai` embedding request after a 429, a 5xx, a timeout or a refused "
+        "connection, with exponential backoff (Retry-After honoured); then searches rank by keyword "
+        "alone and writes answer 503.",
+    )
+    embedding_send_dimensions: bool = Field(
+        default=False,
+        description="Send `dimensions: RECALLD_EMBEDDING_DIM` with each `openai` request, for models that "
+        "shorten their vectors on request (OpenAI text-embedding-3-*).",
+    )
     embedding_scripts: list[str] | None = Field(
         default=None,
         description="Scripts the embedding model reads (latin, arabic, han…; `any`: all). Unset: the "
@@ -200,6 +237,15 @@ class Settings(BaseSettings):
     def admin_key_path(self) -> Path:
         """Where the bootstrap admin key is written (mode 0600)."""
         return self.resolved_data_dir / "admin.key"
+
+    @property
+    def resolved_openai_api_key(self) -> str | None:
+        """The `openai` provider's key: RECALLD_OPENAI_API_KEY, else the file RECALLD_OPENAI_API_KEY_FILE names."""
+        if self.openai_api_key is not None:
+            return self.openai_api_key.get_secret_value()
+        if self.openai_api_key_file is not None:
+            return self.openai_api_key_file.expanduser().read_text(encoding="utf-8").strip() or None
+        return None
 
 
 @lru_cache(maxsize=1)

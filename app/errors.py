@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.db import UNAVAILABLE_ERRORS
+from app.embeddings.base import EmbeddingUnavailable
 from app.redaction import describe_exception
 
 log = logging.getLogger("recalld.errors")
@@ -21,6 +22,8 @@ log = logging.getLogger("recalld.errors")
 # How long a client should wait after a 503: the supervisor polls twice a second and PostgreSQL's
 # crash recovery takes a few seconds; the pool reconnects on the next request.
 RETRY_AFTER_SECONDS = 2
+# After an embedding outage: the provider already failed its retries with backoff (seconds).
+EMBEDDING_RETRY_AFTER_SECONDS = 10
 
 _STATUS_CODES = {
     400: "bad_request",
@@ -173,3 +176,19 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     app.add_exception_handler(asyncpg.TransactionRollbackError, _collided)
+
+    async def _embedding_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # A write whose text could not be embedded rolled back: nothing was stored. Searches never
+        # get here (they rank by keyword alone, embedding_used false).
+        log.warning("embedding provider unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(
+            error_body(
+                "embedding_unavailable",
+                "the embedding provider cannot embed right now; nothing was stored, retry after the "
+                "Retry-After delay",
+            ),
+            status_code=503,
+            headers={"Retry-After": str(EMBEDDING_RETRY_AFTER_SECONDS)},
+        )
+
+    app.add_exception_handler(EmbeddingUnavailable, _embedding_unavailable)

@@ -26,7 +26,7 @@ from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
 from app.services.maintenance import maintain
 from app.services.ranking import KEYWORD_RANKER
-from app.startup import check_embedder_identity, check_serving_role, owner_dsn, prepare_serving_database
+from app.startup import check_serving_role, owner_dsn, prepare_serving_database, settle_embedding_storage
 from app.state import ServiceState
 from app.supervisor import supervised
 
@@ -79,7 +79,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         dsn, revision = await prepare_serving_database(settings)
-        embedder = await asyncio.to_thread(build_embedder, settings)
+        # Before any model loads: a configuration that does not match the stored vectors stops here.
+        identity = await settle_embedding_storage(settings, dsn)
+        embedder = await asyncio.to_thread(build_embedder, settings, identity)
         reranker = await asyncio.to_thread(build_reranker, settings)
         async with AsyncExitStack() as stack:
             if embedder is not None:
@@ -92,7 +94,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             stack.push_async_callback(check_pool.close)
             async with acquire(pool, settings.pool_acquire_timeout) as conn:
                 await check_serving_role(conn)
-                await check_embedder_identity(conn, embedder.identity if embedder else None)
             supervisor = None
             if settings.database_url is None:
                 pgdata = pgdata_dir(settings.resolved_data_dir)

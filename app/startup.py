@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+from typing import Any
 
 import asyncpg
 
 from app.config import Settings
-from app.db import normalise_dsn, resolve_dsn, resolve_serving_dsn
-from app.embeddings.base import EmbedderIdentity
+from app.db import connect, normalise_dsn, resolve_dsn, resolve_serving_dsn
+from app.embeddings.base import EmbedderIdentity, EmbeddingUnavailable
+from app.embeddings.factory import EmbeddingConfigError, provider
 from app.migrate import current_revision, head_revision, upgrade_to_head
+from app.repositories import embedding_storage as storage
+from app.repositories.vector_indexes import see_every_tenant
 
 log = logging.getLogger("recalld.startup")
 
@@ -86,21 +89,101 @@ async def check_serving_role(conn: asyncpg.Connection) -> None:
         )
 
 
-async def check_embedder_identity(conn: asyncpg.Connection, identity: EmbedderIdentity | None) -> None:
-    """Record the embedding model on first start; refuse to mix vectors of another model later."""
-    row = await conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'")
-    recorded = json.loads(row) if isinstance(row, str) else row
-    if identity is None:
-        return  # keyword-only: stored vectors stay untouched, new rows get none
+def _serve_stored_hint(recorded: dict[str, Any]) -> str:
+    if recorded.get("provider") == "local":
+        return "RECALLD_EMBEDDING_PROVIDER=local"
+    return (
+        f"RECALLD_EMBEDDING_PROVIDER={recorded.get('provider')} RECALLD_EMBEDDING_MODEL={recorded.get('model')} "
+        f"RECALLD_EMBEDDING_DIM={recorded.get('dim')}"
+    )
+
+
+def _mismatch(recorded: dict[str, Any], wanted: dict[str, Any]) -> StartupError:
+    # One line, with the settings that serve what is stored (keys in a fixed order: jsonb sorts them).
+    stored = {key: recorded.get(key) for key in ("provider", "model", "dim")}
+    return StartupError(
+        f"this database holds embeddings of {stored}, but the configured embedder is {wanted}; "
+        f"start with {_serve_stored_hint(recorded)} to serve the stored vectors"
+    )
+
+
+async def prepare_embedding_storage(
+    conn: asyncpg.Connection, settings: Settings, *, owner: bool, record: bool = True
+) -> EmbedderIdentity | None:
+    """The configured model's identity, checked against the one the stored vectors belong to.
+
+    On the first start (nothing recorded) the embedding columns take the model's dimension
+    (`vector(n)`, or `halfvec(n)` past 2,000) and the model is recorded; only the schema owner may
+    resize (owner=True), the serving role only compares and records. `recalld migrate` resizes
+    without recording (record=False): the first `serve` records the model it runs. Raises
+    StartupError, whose message names what to run or set, before any model is loaded.
+    """
+    try:
+        chosen = provider(settings.embedding_provider)
+        if chosen is None:
+            return None  # keyword-only: stored vectors stay untouched, new rows get none
+        model, dim = chosen.model(settings), chosen.dim(settings)
+    except EmbeddingConfigError as exc:
+        raise StartupError(str(exc)) from None
+    recorded = await storage.recorded_model(conn)
+    same_model = recorded is not None and (recorded.get("provider"), recorded.get("model")) == (
+        settings.embedding_provider,
+        model,
+    )
+    if recorded is not None and not same_model:
+        # Refused before asking an endpoint anything: another model's vectors are stored.
+        raise _mismatch(recorded, {"provider": settings.embedding_provider, "model": model, "dim": dim})
+    if dim is None and recorded is not None:
+        dim = int(recorded["dim"])
+    if dim is None:
+        try:
+            dim = await asyncio.to_thread(chosen.probe_dim, settings)
+        except EmbeddingUnavailable as exc:
+            raise StartupError(
+                f"cannot ask the embedding endpoint for its dimension ({exc}); set RECALLD_EMBEDDING_DIM"
+            ) from None
+    identity = EmbedderIdentity(settings.embedding_provider, model, dim)
     wanted = {"provider": identity.provider, "model": identity.model, "dim": identity.dim}
-    if recorded is None:
-        await conn.execute(
-            "INSERT INTO system_config (key, value) VALUES ('embedding', $1::jsonb) ON CONFLICT (key) DO NOTHING",
-            json.dumps(wanted),
-        )
-        return
+    if recorded is not None:
+        if recorded != wanted:
+            raise _mismatch(recorded, wanted)
+        return identity
+    try:
+        column = storage.column_type(dim)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    stored = await storage.stored_column_type(conn)
+    if stored != column:
+        if not owner:
+            raise StartupError(
+                f"the embedding columns are {stored} but a {dim}-dimension model needs {column}; run "
+                "`recalld migrate` with this RECALLD_EMBEDDING_* configuration (as the schema owner) first"
+            )
+        async with conn.transaction():
+            await see_every_tenant(conn)
+            if await storage.any_vector_stored(conn):
+                raise StartupError(
+                    f"the database holds {stored} vectors of an unrecorded model; start with the model "
+                    "that wrote them"
+                )
+            await storage.resize_columns(conn, column)
+    if not record:
+        return identity
+    await storage.record_model(conn, wanted)
+    # Two processes starting together: the first record wins, the other must match it.
+    recorded = await storage.recorded_model(conn)
     if recorded != wanted:
-        raise StartupError(
-            f"this database holds embeddings of {recorded}, but the configured embedder is {wanted}; "
-            "use the same provider/model, or re-embed into a fresh database"
-        )
+        assert recorded is not None
+        raise _mismatch(recorded, wanted)
+    log.info("embedding columns are %s for %s/%s", column, identity.provider, identity.model)
+    return identity
+
+
+async def settle_embedding_storage(settings: Settings, serving_dsn: str) -> EmbedderIdentity | None:
+    """prepare_embedding_storage as the schema owner when this process knows its login, else as the serving role."""
+    owner = await owner_dsn(settings)
+    conn = await connect(owner or serving_dsn)
+    try:
+        return await prepare_embedding_storage(conn, settings, owner=owner is not None)
+    finally:
+        await conn.close()

@@ -16,10 +16,12 @@ import asyncpg
 import numpy as np
 import pytest
 
+from app.config import Settings
 from app.db import connect
 from app.migrate import current_revision, downgrade_to, head_revision, upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.repositories.search import CandidateFilter, search_by_bm25
+from app.startup import StartupError, prepare_embedding_storage
 from tests.synthetic_vectors import unit_vectors
 
 WORDS = [
@@ -149,3 +151,47 @@ async def test_memories_keep_their_keyword_ranking_through_a_downgrade_and_upgra
     assert [[i for i, _ in a] for a in after] == [[i for i, _ in b] for b in before]
     for a, b in zip(after, before, strict=True):
         assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-9)
+
+
+async def test_a_database_holding_minilm_vectors_upgrades_in_place_with_its_model_recorded(
+    scratch_dsn: str,
+) -> None:
+    """0017 records local/all-MiniLM-L6-v2/384 where vectors exist unrecorded; that model serves, another is refused."""
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0016_keyword_impact_integer")
+    conn = await connect(scratch_dsn)
+    try:
+        tenant = (await tenant_repo.create_tenant(conn, name="upgrade")).id
+        await conn.copy_records_to_table(
+            "memory",
+            records=[
+                (
+                    uuid.UUID(tenant),
+                    uuid.uuid4(),
+                    "fact",
+                    "kept",
+                    "kept",
+                    *FACT,
+                    unit_vectors(np.random.default_rng(1), 1)[0],
+                )
+            ],
+            columns=[*COLUMNS, "embedding"],
+        )
+    finally:
+        await conn.close()
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+    conn = await connect(scratch_dsn)
+    try:
+        assert await conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'") == {
+            "provider": "local",
+            "model": "all-MiniLM-L6-v2",
+            "dim": 384,
+        }
+        local = await prepare_embedding_storage(conn, Settings(), owner=True)
+        assert local is not None and local.dim == 384
+        other = Settings(embedding_provider="openai", embedding_model="nomic-embed-text", embedding_dim=768)
+        with pytest.raises(StartupError, match="RECALLD_EMBEDDING_PROVIDER=local"):
+            await prepare_embedding_storage(conn, other, owner=True)
+        assert await conn.fetchval("SELECT count(*) FROM memory_vector") == 1
+    finally:
+        await conn.close()

@@ -14,9 +14,18 @@ import asyncpg
 
 from app.cli.common import CliError, prepare_database, with_connection
 from app.config import Settings
-from app.db import SERVING_ROLE, Database, connect, create_pool, set_serving_password
+from app.db import (
+    SERVING_ROLE,
+    Database,
+    connect,
+    create_pool,
+    normalise_dsn,
+    resolve_dsn,
+    set_serving_password,
+)
 from app.errors import ApiError
 from app.services import tenants as tenant_service
+from app.startup import prepare_embedding_storage, settle_embedding_storage
 
 if TYPE_CHECKING:
     import uvicorn
@@ -40,18 +49,29 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(
         update={"host": args.host or settings.host, "port": args.port or settings.port}
     )
-    # The startup line says which keyword ranker and embedder are active (SPEC §1: logs and /readyz).
-    logging.getLogger("recalld").setLevel(settings.log_level.upper())
-
-    async def prepare() -> str | None:
-        return await with_connection(  # type: ignore[no-any-return]
-            settings, lambda conn: tenant_service.bootstrap(conn, settings.admin_key_path)
-        )
 
     # The bootstrap writes tenant and api_key: only the owner may. Without an owner URL an external
     # database's tenants and keys are created with the admin commands instead.
     can_bootstrap = settings.database_url is None or settings.migration_database_url is not None
-    key = asyncio.run(prepare()) if can_bootstrap else None
+
+    async def prepare() -> str | None:
+        key: str | None = None
+        if can_bootstrap:
+            key = await with_connection(
+                settings, lambda conn: tenant_service.bootstrap(conn, settings.admin_key_path)
+            )
+        # The embedding model is checked (and the columns sized) here, so a start that cannot serve
+        # says why in one line before anything claims to listen.
+        serving = (
+            normalise_dsn(settings.database_url) if settings.database_url else await resolve_dsn(settings)
+        )
+        await settle_embedding_storage(settings, serving)
+        return key
+
+    key = asyncio.run(prepare())
+    # From here on (not before: a start that fails says so in one line) the log says which keyword
+    # ranker and embedder are active (SPEC §1: logs and /readyz).
+    logging.getLogger("recalld").setLevel(settings.log_level.upper())
     if key is not None:
         print(
             f"Created tenant 'default' with an admin key (shown once, also saved to {settings.admin_key_path}):\n"
@@ -69,6 +89,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
     async def migrate() -> None:
         dsn = await prepare_database(settings, migrate=True)
+        # Columns sized for the configured model while none holds a vector; `serve` records the model.
+        conn = await connect(dsn)
+        try:
+            await prepare_embedding_storage(conn, settings, owner=True, record=False)
+        finally:
+            await conn.close()
         if settings.serving_password:
             conn = await connect(dsn)
             try:

