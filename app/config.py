@@ -60,8 +60,8 @@ class Settings(BaseSettings):
     )
     embedding_model: str | None = Field(
         default=None,
-        description="The model's name: required for `openai` (the name the endpoint serves); the local "
-        "provider runs all-MiniLM-L6-v2 only.",
+        description="The model's name as the `openai` endpoint serves it (unset: text-embedding-3-small); "
+        "the local provider runs all-MiniLM-L6-v2 only.",
     )
     embedding_dim: int | None = Field(
         default=None,

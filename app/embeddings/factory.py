@@ -29,6 +29,8 @@ LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIM = 384
 # all-MiniLM-L6-v2 was trained on English sentence pairs: its vocabulary and training cover Latin script.
 LOCAL_MODEL_SCRIPTS = frozenset({"latin"})
+# The model an `openai` provider asks for when RECALLD_EMBEDDING_MODEL is unset (OpenAI's own).
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
 class EmbeddingConfigError(RuntimeError):
@@ -212,12 +214,8 @@ class OpenAICompatible:
     """Any `/v1/embeddings` endpoint: OpenAI, Ollama, TEI, vLLM, LiteLLM…"""
 
     def model(self, settings: Settings) -> str:
-        """RECALLD_EMBEDDING_MODEL, which this provider needs."""
-        if not settings.embedding_model:
-            raise EmbeddingConfigError(
-                "RECALLD_EMBEDDING_PROVIDER=openai needs RECALLD_EMBEDDING_MODEL (the name the endpoint serves)"
-            )
-        return settings.embedding_model
+        """RECALLD_EMBEDDING_MODEL; unset, OpenAI's DEFAULT_OPENAI_MODEL."""
+        return settings.embedding_model or DEFAULT_OPENAI_MODEL
 
     def dim(self, settings: Settings) -> int | None:
         """RECALLD_EMBEDDING_DIM, if set."""

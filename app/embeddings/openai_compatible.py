@@ -70,6 +70,8 @@ class OpenAICompatibleEncoder:
             headers=headers,
             transport=transport,
         )
+        self._has_v1 = httpx.URL(config.base_url).path.rstrip("/").endswith("/v1")
+        self._path = "/embeddings"
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed texts, `batch_size` per request."""
@@ -92,7 +94,11 @@ class OpenAICompatibleEncoder:
         for attempt in range(self.config.max_retries + 1):
             response: httpx.Response | None = None
             try:
-                response = self._client.post("/embeddings", json=body)
+                response = self._client.post(self._path, json=body)
+                if response.status_code == 404 and self._path == "/embeddings" and not self._has_v1:
+                    # A base URL given without its /v1 (http://host:11434): the API lives one level down.
+                    self._path = "/v1/embeddings"
+                    response = self._client.post(self._path, json=body)
                 if response.status_code not in _RETRIED_STATUSES:
                     break
                 failure = f"HTTP {response.status_code}"
@@ -116,8 +122,10 @@ class OpenAICompatibleEncoder:
 
     def _matrix(self, response: httpx.Response, count: int) -> npt.NDArray[np.float32]:
         try:
-            data = sorted(response.json()["data"], key=lambda item: item["index"])
-            matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+            data = response.json()["data"]
+            # OpenAI numbers the rows; servers that leave `index` out answer in input order.
+            ordered = sorted(enumerate(data), key=lambda pair: pair[1].get("index", pair[0]))
+            matrix = np.asarray([item["embedding"] for _, item in ordered], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingResponseError(
                 f"embedding endpoint {self.config.base_url} answered without an OpenAI `data` list"
