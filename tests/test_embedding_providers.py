@@ -3,6 +3,7 @@ retries and outages. The endpoint is tests/embedding_stub.py, a labelled TEST DO
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -22,9 +23,11 @@ import pytest
 from app.auth import mint_key
 from app.config import Settings
 from app.db import connect, resolve_dsn
+from app.embedded_pg import with_database
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.services.vector_indexes import sweep
+from app.startup import StartupError
 from app.state import ServiceState
 from tests.conftest import running
 from tests.embedding_stub import embedding_stub
@@ -305,8 +308,6 @@ async def test_an_existing_minilm_database_keeps_serving_and_refuses_a_768_model
                 "openai_base_url": url,
             }
         )
-        from app.startup import StartupError
-
         application = create_app(other)
         with pytest.raises(StartupError) as refused:
             async with application.router.lifespan_context(application):
@@ -319,3 +320,68 @@ async def test_an_existing_minilm_database_keeps_serving_and_refuses_a_768_model
         )
         == "vector(384)"
     )
+
+
+async def _migrate(env: dict[str, str]) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", "migrate", cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+
+
+async def test_an_external_database_is_sized_by_migrate_and_served_by_the_serving_role(
+    dsn: str, serving_dsn: str, admin_conn: asyncpg.Connection, data_dir: Path
+) -> None:
+    name = f"ext_{uuid.uuid4().hex[:8]}"
+    await admin_conn.execute(f'CREATE DATABASE "{name}"')  # a generated name, not user input
+    owner, external = with_database(dsn, name), with_database(serving_dsn, name)
+    serving_password = Settings(data_dir=data_dir).serving_password_path.read_text().strip()
+    try:
+        with embedding_stub(768) as (url, _):
+            env = {
+                "DATABASE_URL": external,
+                "RECALLD_MIGRATION_DATABASE_URL": owner,
+                "RECALLD_SERVING_PASSWORD": serving_password,
+                "HF_HUB_OFFLINE": "1",
+                "PATH": "/usr/bin:/bin",
+            }
+            await _migrate({**env, "RECALLD_EMBEDDING_PROVIDER": "none"})
+            settings = Settings(
+                data_dir=data_dir,
+                database_url=external,
+                embedding_provider="openai",
+                embedding_model="stub-768",
+                embedding_dim=768,
+                openai_base_url=url,
+                pool_min_size=1,
+                pool_max_size=2,
+            )
+            # The serving role may not resize the columns: the message names the command that does.
+            refused = create_app(settings)
+            with pytest.raises(StartupError, match="run `recalld migrate` with this RECALLD_EMBEDDING_"):
+                async with refused.router.lifespan_context(refused):
+                    pass
+            await _migrate(
+                {
+                    **env,
+                    "RECALLD_EMBEDDING_PROVIDER": "openai",
+                    "RECALLD_EMBEDDING_MODEL": "stub-768",
+                    "RECALLD_EMBEDDING_DIM": "768",
+                    "RECALLD_OPENAI_BASE_URL": url,
+                }
+            )
+            async with running(create_app(settings)) as app:
+                state: ServiceState = app.state.service
+                assert state.embedder is not None and state.embedder.identity.dim == 768
+            conn = await connect(owner)
+            try:
+                assert await conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'") == {
+                    "provider": "openai",
+                    "model": "stub-768",
+                    "dim": 768,
+                }
+            finally:
+                await conn.close()
+    finally:
+        await admin_conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
