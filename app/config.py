@@ -10,6 +10,7 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.rerank.base import MAX_RERANK_TOP_N
+from app.retrieval.fusion import FusionName
 
 EmbeddingProviderName = Literal["local", "openai", "none"]
 RerankProviderName = Literal["none", "cross-encoder", "http"]
@@ -108,7 +109,7 @@ class Settings(BaseSettings):
     embedding_batch_size: int = 64
     query_cache_size: int = 2048
 
-    default_fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+    default_fusion: FusionName = Field(
         default="adaptive",
         description="Hybrid fusion when neither the request nor the scope names one (docs/benchmarks.md).",
     )

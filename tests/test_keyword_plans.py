@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from app.db import tenant_transaction
-from app.repositories import search as search_repo
 from app.repositories.search import CandidateFilter
+from app.repositories.search import keyword as keyword_sql
 from app.retrieval.query import parse_query
 from app.services.ranking import run_keyword_leg
 from app.state import ServiceState
@@ -32,7 +32,7 @@ async def test_the_keyword_statement_runs_on_a_generic_plan_once_the_table_has_s
     # A custom plan was made on every search (1.0 ms of planning, a third of the statement);
     # the generic one is made once per connection, but only when the statistics have seen enough
     # rows (a plan made on a nearly empty table stays after a load). Later statements plan as before.
-    monkeypatch.setattr(search_repo, "GENERIC_PLAN_MIN_ROWS", analyzed_rows_needed)
+    monkeypatch.setattr(keyword_sql, "GENERIC_PLAN_MIN_ROWS", analyzed_rows_needed)
     tenant = await make_tenant()
     for content in ("the heron stood in the reeds", "a quartz clock", "heron and quartz"):
         response = await client.post("/v1/facts", json={"content": content}, headers=tenant.headers())

@@ -23,7 +23,8 @@ from httpx import AsyncClient
 from app.db import tenant_transaction
 from app.repositories import tenants as tenant_repo
 from app.repositories import vector_indexes as index_repo
-from app.repositories.search import CandidateFilter, LegRow
+from app.repositories.search import CandidateFilter
+from app.retrieval.hits import Hit
 from app.services import tenants as tenant_service
 from app.services.ranking import run_vector_leg
 from app.services.vector_indexes import sweep
@@ -60,7 +61,7 @@ async def _leg(
     *,
     indexed: set[str] | None = None,
     exact: bool = False,
-) -> list[LegRow]:
+) -> list[Hit]:
     """The semantic leg at LIMIT, walking the tenants of `indexed` through their own indexes."""
     return await run_vector_leg(
         conn, f, query, LIMIT, exact=exact, min_similarity=None, indexed=indexed or ()
@@ -352,7 +353,7 @@ async def _indexed_tenant(
 
 async def _walk(
     serving_conn: asyncpg.Connection, tenant: str, query: np.ndarray, tags: list[str] | None = None
-) -> tuple[list[LegRow], int]:
+) -> tuple[list[Hit], int]:
     """The tenant's semantic leg through its own index, and the index tuples the leg took."""
     async with tenant_transaction(serving_conn, [tenant]):
         # The count runs on until the backend flushes its statistics: the leg's share is the difference.

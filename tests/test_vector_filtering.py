@@ -104,14 +104,14 @@ async def test_a_small_tenants_own_hnsw_index_fills_the_limit(
         await vector_index_repo.build_index(admin_conn, tenant_id=small)
     async with tenant_transaction(admin_conn, [small]):
         await admin_conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        await search_repo.begin_index_walks(admin_conn)
-        approximate = await search_repo.search_by_vector(
-            admin_conn,
-            f=CandidateFilter(tenant_ids=[small], kinds=["fact"]),
-            tenant_id=small,
-            query_vector=query,
-            limit=LIMIT,
-        )
+        async with search_repo.index_walks(admin_conn):
+            approximate = await search_repo.search_by_vector(
+                admin_conn,
+                f=CandidateFilter(tenant_ids=[small], kinds=["fact"]),
+                tenant_id=small,
+                query_vector=query,
+                limit=LIMIT,
+            )
     assert len(approximate) == LIMIT
     overlap = len({r.id for r in approximate} & {r.id for r in exact}) / LIMIT
     assert overlap >= 0.9

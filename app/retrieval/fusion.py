@@ -3,83 +3,32 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from itertools import chain
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
 
-# Where an item stood in one leg: (competition rank, raw score, index in the leg's list); None
-# where the leg did not return it.
-_Slot = tuple[int, float, int] | None
-
-
-class Leg:
-    """One leg's results, best first: ids and raw scores, each item's rank and first position.
-
-    Built as soon as the leg's rows arrive, so a search prepares its keyword leg while the query
-    embedding is still being computed.
-
-    Ranks are competition ranks (1, 2, 2, 4): items a leg cannot tell apart (equal raw scores,
-    e.g. identical text) share a rank, so fusion does not invent a difference between them and
-    the documented tie order (created_at DESC, id ASC) decides. A repeat of an item is ignored.
-    """
-
-    __slots__ = ("ids", "positions", "scores")
-
-    def __init__(self, ids: Sequence[str], scores: Sequence[float]) -> None:
-        self.ids = ids
-        self.scores = scores
-        positions: dict[str, tuple[int, float, int]] = {}
-        rank = 0
-        previous: float | None = None
-        for position, (item_id, raw) in enumerate(zip(ids, scores, strict=True)):
-            if previous is None or raw != previous:
-                rank = position + 1
-                previous = raw
-            if item_id not in positions:
-                positions[item_id] = (rank, raw, position)
-        self.positions = positions
+from app.retrieval.hits import Hit, Leg
 
 
-class FusedHit:
-    """A fused result: normalised score plus where it stood in each leg.
-
-    `ranks` and `raw_scores` are looked up in the legs when read: a search fuses ~150 candidates
-    and shows 10, so a hit keeps only its id, its score and the legs it was fused from.
-    """
-
-    __slots__ = ("_legs", "id", "score")
-
-    def __init__(self, id: str, score: float, legs: Mapping[str, Leg]) -> None:
-        self.id = id
-        self.score = score
-        self._legs = legs
-
-    def _slots(self) -> list[tuple[str, _Slot]]:
-        return [(name, leg.positions.get(self.id)) for name, leg in self._legs.items()]
-
-    @property
-    def ranks(self) -> dict[str, int | None]:
-        """Each leg's competition rank of this item (None: not returned by that leg)."""
-        return {leg: s[0] if s is not None else None for leg, s in self._slots()}
-
-    @property
-    def raw_scores(self) -> dict[str, float | None]:
-        """Each leg's raw score of this item (None: not returned by that leg)."""
-        return {leg: s[1] if s is not None else None for leg, s in self._slots()}
-
-    @property
-    def legs_found(self) -> list[str]:
-        """The legs that returned this item, in leg order."""
-        return [leg for leg, s in self._slots() if s is not None]
+def _first_seen(legs: Mapping[str, Leg]) -> dict[uuid.UUID, Hit]:
+    """Every item once, in first-seen order (legs in order, each best first): the first leg's Hit."""
+    found: dict[uuid.UUID, Hit] = {}
+    for leg in legs.values():
+        for hit in leg.hits:
+            found.setdefault(hit.id, hit)
+    return found
 
 
-def _item_ids(legs: Mapping[str, Leg]) -> list[str]:
-    """Every item once, in first-seen order (legs in order, each best first)."""
-    return list(dict.fromkeys(chain.from_iterable(leg.positions for leg in legs.values())))
+def _fused(legs: Mapping[str, Leg], hits: Sequence[Hit], scores: Sequence[float]) -> list[Hit]:
+    """The hits with their fused scores and the legs they were fused from."""
+    for hit, score in zip(hits, scores, strict=True):
+        hit.fused = score
+        hit.legs = legs
+    return list(hits)
 
 
-def fuse_rrf(
-    legs: Mapping[str, Leg], weights: Mapping[str, float], *, k: int = 60, depth: int
-) -> list[FusedHit]:
+def fuse_rrf(legs: Mapping[str, Leg], weights: Mapping[str, float], *, k: int = 60, depth: int) -> list[Hit]:
     """Σ wᵢ/(k + rankᵢ), a missing item taking rank depth + 1, divided by the best possible Σ wᵢ/(k + 1).
 
     `depth` is how many hits each leg was asked for: an item a leg did not return ranks below
@@ -91,43 +40,42 @@ def fuse_rrf(
     # 3 terms on).
     terms = [(weights[name], leg.positions) for name, leg in legs.items()]
     best = sum(w / (k + 1) for w, _ in terms)
-    hits = []
-    for item_id in _item_ids(legs):
+    hits = _first_seen(legs)
+    scores = []
+    for item_id in hits:
         total = 0.0
         for w, positions in terms:
             s = positions.get(item_id)
             total += w / (k + (s[0] if s is not None else depth + 1))
-        hits.append(FusedHit(item_id, total / best if best > 0 else 0.0, legs))
-    return hits
+        scores.append(total / best if best > 0 else 0.0)
+    return _fused(legs, list(hits.values()), scores)
 
 
 def _weighted_sums(
     legs: Mapping[str, Leg], terms: Sequence[tuple[float, Sequence[float]]]
-) -> dict[str, float]:
+) -> tuple[list[Hit], list[float]]:
     """Per item, 0.0 plus each leg's weight times its value at the item's first position, in leg order.
 
     A leg that did not return an item adds nothing, which is what adding weight · 0.0 did
     (x + ±0.0 is x), so each leg adds its terms in one pass over its own items.
     """
-    totals = dict.fromkeys(_item_ids(legs), 0.0)
+    hits = _first_seen(legs)
+    totals = dict.fromkeys(hits, 0.0)
     for (w, values), leg in zip(terms, legs.values(), strict=True):
         for item_id, (_, _, position) in leg.positions.items():
             totals[item_id] += w * values[position]
-    return totals
+    return list(hits.values()), list(totals.values())
 
 
-def fuse_weighted(legs: Mapping[str, Leg], weights: Mapping[str, float]) -> list[FusedHit]:
+def fuse_weighted(legs: Mapping[str, Leg], weights: Mapping[str, float]) -> list[Hit]:
     """Σ wᵢ · scoreᵢ / Σ wᵢ (missing = 0): with 0.7/0.3 and both legs, exactly 0.7·vector + 0.3·keyword.
 
     Hits come in first-seen order: callers order them with scoring.tie_break_key, the one tie order.
     """
     total_weight = sum(weights[name] for name in legs)
     clamped = [[max(0.0, min(1.0, raw)) for raw in leg.scores] for leg in legs.values()]
-    totals = _weighted_sums(legs, [(weights[name], c) for name, c in zip(legs, clamped, strict=True)])
-    return [
-        FusedHit(item_id, total / total_weight if total_weight > 0 else 0.0, legs)
-        for item_id, total in totals.items()
-    ]
+    hits, totals = _weighted_sums(legs, [(weights[name], c) for name, c in zip(legs, clamped, strict=True)])
+    return _fused(legs, hits, [total / total_weight if total_weight > 0 else 0.0 for total in totals])
 
 
 def map_keyword_score(raw: float) -> float:
@@ -204,7 +152,7 @@ def _normalised(scores: Sequence[float], depth: int) -> list[float]:
 
 def fuse_adaptive(
     legs: Mapping[str, Leg], weights: Mapping[str, float], *, depth: int
-) -> tuple[list[FusedHit], dict[str, float]]:
+) -> tuple[list[Hit], dict[str, float]]:
     """Convex combination of the legs' normalised scores with per-query shares; returns hits and shares.
 
     Legs hold up to `depth` hits, best first: cosines for semantic, mapped keyword scores for
@@ -223,5 +171,51 @@ def fuse_adaptive(
         (shares[name], _normalised(leg_scores.get(name) or list(leg.scores), depth))
         for name, leg in legs.items()
     ]
-    totals = _weighted_sums(legs, terms)
-    return [FusedHit(item_id, total, legs) for item_id, total in totals.items()], shares
+    hits, totals = _weighted_sums(legs, terms)
+    return _fused(legs, hits, totals), shares
+
+
+# The fusions a request, a scope or the service default may name: the one list of their names.
+FusionName = Literal["adaptive", "rrf", "weighted"]
+FUSION_NAMES: tuple[FusionName, ...] = get_args(FusionName)
+# Bounds of a leg's weight and of RRF's k, wherever they are set (request, scope).
+WEIGHT_BOUNDS = (0.0, 100.0)
+K_BOUNDS = (1, 1000)
+
+FuseFunction = Callable[
+    [Mapping[str, Leg], Mapping[str, float], int, int], tuple[list[Hit], dict[str, float]]
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """A fusion: fuse(legs, weights, k, depth) -> (hits, the weights it used), and its defaults."""
+
+    fuse: FuseFunction
+    # True: the fusion has default weights of its own (RECALLD_WEIGHTED_*_WEIGHT), not the legs'.
+    own_default_weights: bool = False
+
+
+def _rrf(
+    legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
+) -> tuple[list[Hit], dict[str, float]]:
+    return fuse_rrf(legs, weights, k=k, depth=depth), dict(weights)
+
+
+def _weighted(
+    legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
+) -> tuple[list[Hit], dict[str, float]]:
+    return fuse_weighted(legs, weights), dict(weights)
+
+
+def _adaptive(
+    legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
+) -> tuple[list[Hit], dict[str, float]]:
+    return fuse_adaptive(legs, weights, depth=depth)
+
+
+FUSIONS: dict[str, Fusion] = {
+    "adaptive": Fusion(_adaptive),
+    "rrf": Fusion(_rrf),
+    "weighted": Fusion(_weighted, own_default_weights=True),
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +17,7 @@ from app.retrieval.scoring import tie_break_key
 class Candidate:
     """What re-ordering needs of one fused result: its relevance and its tie-break fields."""
 
-    id: str
+    id: uuid.UUID | str
     relevance: float
     created_at: datetime
 

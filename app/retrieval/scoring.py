@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
@@ -81,6 +82,11 @@ def recall_score(
 TIE_BREAK_SQL = "m.created_at DESC, m.id ASC"
 
 
-def tie_break_key(score: float, created_at: datetime, id: str) -> tuple[float, float, str]:
-    """Sort key: score desc, then created_at desc, then id asc — the same input, the same order."""
+def tie_break_key(
+    score: float, created_at: datetime, id: uuid.UUID | str
+) -> tuple[float, float, uuid.UUID | str]:
+    """Sort key: score desc, then created_at desc, then id asc — the same input, the same order.
+
+    Ids are UUIDs (their order is their text's) or, in the pure tests, plain strings.
+    """
     return (-score, -created_at.timestamp(), id)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
@@ -12,8 +11,8 @@ import asyncpg
 from app.ingest.code_model import STRUCTURAL_RELATIONS
 from app.repositories import code as code_repo
 from app.repositories.search import CandidateFilter
-from app.retrieval.fusion import FusedHit
 from app.retrieval.globs import path_matches
+from app.retrieval.hits import Hit
 from app.retrieval.scoring import tie_break_key
 
 TYPE_KINDS = frozenset({"class", "struct", "enum", "protocol", "interface", "type", "extension"})
@@ -21,20 +20,6 @@ HOP_DECAY = 0.5  # each hop passes on half of the score that reached its source
 SYMBOL_SCORE = 1.0
 MEMBER_SCORE = 0.9
 UNKNOWN_TIME = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(slots=True)
-class Candidate:
-    """A result on its way to the response."""
-
-    id: str
-    score: float
-    created_at: datetime
-    match_type: str
-    decay: float = 1.0
-    hit: FusedHit | None = None
-    hop_depth: int | None = None
-    paths: list[str] = field(default_factory=list)
 
 
 def combine(first: float, second: float) -> float:
@@ -52,12 +37,12 @@ async def expand(
     conn: asyncpg.Connection,
     tenant_id: str,
     f: CandidateFilter,
-    candidates: Sequence[Candidate],
+    candidates: Sequence[Hit],
     *,
     symbol: str | None,
     depth: int,
     seeds: int,
-) -> list[Candidate]:
+) -> list[Hit]:
     """Add exact symbol matches (first) and chunks reached by following references."""
     by_id = {c.id: c for c in candidates}
     if symbol:
@@ -73,7 +58,7 @@ async def expand(
 
 
 async def _add_symbol_hits(
-    conn: asyncpg.Connection, tenant_id: str, f: CandidateFilter, by_id: dict[str, Candidate], symbol: str
+    conn: asyncpg.Connection, tenant_id: str, f: CandidateFilter, by_id: dict[uuid.UUID, Hit], symbol: str
 ) -> None:
     definitions = [
         d
@@ -83,20 +68,27 @@ async def _add_symbol_hits(
         if _allowed(d, f)
     ]
     for loc in definitions:
-        _upsert(by_id, str(loc.chunk_id), SYMBOL_SCORE, "symbol")
+        _upsert(by_id, loc.chunk_id, SYMBOL_SCORE, "symbol")
     if any(d.symbol_kind in TYPE_KINDS for d in definitions):
         members = await code_repo.members_and_extensions(
             conn, tenant_id=tenant_id, repository=f.repository, type_name=symbol
         )
         for loc in members:
             if _allowed(loc, f):
-                _upsert(by_id, str(loc.chunk_id), MEMBER_SCORE, "symbol")
+                _upsert(by_id, loc.chunk_id, MEMBER_SCORE, "symbol")
 
 
-def _upsert(by_id: dict[str, Candidate], chunk_id: str, score: float, match_type: str) -> None:
+def _found(chunk_id: uuid.UUID, score: float, match_type: str) -> Hit:
+    """A chunk that no leg returned, found by the code index."""
+    hit = Hit(chunk_id, score, UNKNOWN_TIME, None)
+    hit.match_type = match_type
+    return hit
+
+
+def _upsert(by_id: dict[uuid.UUID, Hit], chunk_id: uuid.UUID, score: float, match_type: str) -> None:
     existing = by_id.get(chunk_id)
     if existing is None:
-        by_id[chunk_id] = Candidate(id=chunk_id, score=score, created_at=UNKNOWN_TIME, match_type=match_type)
+        by_id[chunk_id] = _found(chunk_id, score, match_type)
     elif score >= existing.score:
         existing.score = score
         existing.match_type = match_type
@@ -106,12 +98,12 @@ async def _hop(
     conn: asyncpg.Connection,
     tenant_id: str,
     f: CandidateFilter,
-    by_id: dict[str, Candidate],
-    frontier: dict[str, Candidate],
+    by_id: dict[uuid.UUID, Hit],
+    frontier: dict[uuid.UUID, Hit],
     hop: int,
-) -> dict[str, Candidate]:
+) -> dict[uuid.UUID, Hit]:
     references = await code_repo.references_from(
-        conn, tenant_id=tenant_id, chunk_ids=[uuid.UUID(i) for i in frontier], relations=STRUCTURAL_RELATIONS
+        conn, tenant_id=tenant_id, chunk_ids=list(frontier), relations=STRUCTURAL_RELATIONS
     )
     if not references:
         return {}
@@ -125,28 +117,27 @@ async def _hop(
     # Scores as they were when the hop started: a source reached again within this hop must not
     # pass on its freshly raised score (the result would depend on iteration order).
     source_scores = {chunk_id: c.score for chunk_id, c in frontier.items()}
-    reached: dict[str, Candidate] = {}
+    reached: dict[uuid.UUID, Hit] = {}
     for loc in definitions:
         if not _allowed(loc, f):
             continue
-        target_id = str(loc.chunk_id)
+        target_id = loc.chunk_id
         for ref in targets.get(loc.symbol or "", []):
-            source_score = source_scores.get(str(ref.chunk_id))
-            if source_score is None or str(ref.chunk_id) == target_id:
+            source_score = source_scores.get(ref.chunk_id)
+            if source_score is None or ref.chunk_id == target_id:
                 continue
             signal = source_score * HOP_DECAY
             path = f"{ref.symbol or ref.path} -{ref.relation}-> {loc.symbol}"
             existing = by_id.get(target_id)
             if existing is None:
-                existing = Candidate(
-                    id=target_id, score=signal, created_at=UNKNOWN_TIME, match_type="multi-hop", hop_depth=hop
-                )
+                existing = _found(target_id, signal, "multi-hop")
+                existing.hop_depth = hop
                 by_id[target_id] = existing
             else:
                 existing.score = combine(existing.score, signal)
                 if existing.match_type == "multi-hop" and existing.hop_depth is not None:
                     existing.hop_depth = min(existing.hop_depth, hop)
             if path not in existing.paths:
-                existing.paths.append(path)
+                existing.paths = (*existing.paths, path)
             reached[target_id] = existing
     return reached

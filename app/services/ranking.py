@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 
 import asyncpg
 
 from app.embeddings.base import Vector
 from app.repositories import search as search_repo
 from app.repositories import vector_indexes as vector_index_repo
-from app.repositories.search import CandidateFilter, LegRow
-from app.retrieval.fusion import FusedHit, Leg, fuse_adaptive, fuse_rrf, fuse_weighted, map_keyword_score
-from app.retrieval.language import unreadable_script
+from app.repositories.search import CandidateFilter
+from app.retrieval.fusion import FUSIONS, map_keyword_score
+from app.retrieval.hits import Hit, Leg
 from app.retrieval.query import ParsedQuery, ilike_patterns
 from app.retrieval.scoring import tie_break_key
-from app.services.requests import FusionWeights
-from app.services.scopes import ScopeSettings
+from app.services.retrieval_context import RetrievalSettings, semantic_blind_spot
 from app.services.timings import Timings
 from app.state import ServiceState
 
@@ -49,18 +47,6 @@ EXACT_VECTOR_CANDIDATES_FACTOR = 2
 EXACT_VECTOR_DEEPER_FACTOR = 16
 
 
-class RankedHit:
-    """A fused candidate with what ordering and display need."""
-
-    # A plain slotted class: a search builds ~150 of these, and a NamedTuple's __new__ cost 3x more.
-    __slots__ = ("created_at", "hit", "path")
-
-    def __init__(self, hit: FusedHit, created_at: datetime, path: str | None) -> None:
-        self.hit = hit
-        self.created_at = created_at
-        self.path = path
-
-
 @dataclass(frozen=True, slots=True)
 class LegPlan:
     """What to run: which legs, with which weights and fusion."""
@@ -74,62 +60,24 @@ class LegPlan:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def semantic_blind_spot(state: ServiceState, query: str) -> str | None:
-    """Why the embedding model cannot read this query (its script is not one it declares), else None."""
-    if state.embedder is None:
-        return None
-    script = unreadable_script(query, state.embedder.scripts)
-    if script is None:
-        return None
-    return f"query script {script} not covered by {state.embedder.identity.model}"
-
-
-def plan_legs(
-    state: ServiceState,
-    scope_settings: ScopeSettings,
-    *,
-    query: str,
-    mode: str,
-    fusion: str | None,
-    weights: FusionWeights | None,
-    code: bool,
-) -> LegPlan:
-    """Legs, weights, fusion and k for a request: request over scope settings over service defaults.
+def plan_legs(state: ServiceState, settings: RetrievalSettings, *, query: str, mode: str) -> LegPlan:
+    """Legs for a request in `mode`, with the fusion, weights and k its settings resolved to.
 
     A query the embedding model cannot read is ranked by keyword alone, in every mode: its
     vector would be noise, as without an embedder.
     """
-    s = state.settings
-    embedder_ok = state.embedder is not None
     blind = semantic_blind_spot(state, query)
-    semantic = embedder_ok and mode in ("hybrid", "semantic") and blind is None
+    semantic = state.embedder is not None and mode in ("hybrid", "semantic") and blind is None
     keyword = mode in ("hybrid", "keyword") or not semantic
     skipped = {"semantic": blind} if blind is not None and mode != "keyword" else {}
-    if fusion is None:
-        # Code search keeps rrf with the code seed's weights: adaptive fusion was measured on
-        # prose and conversations only.
-        fusion = scope_settings.fusion or ("rrf" if code else s.default_fusion)
-    if fusion == "weighted":
-        defaults = {"semantic": s.weighted_vector_weight, "keyword": s.weighted_keyword_weight}
-    elif code:
-        defaults = {"semantic": s.code_semantic_weight, "keyword": s.code_keyword_weight}
-    else:
-        defaults = {"semantic": s.semantic_weight, "keyword": s.keyword_weight}
-    k = s.rrf_k
-    scoped = scope_settings.fusion_weights
-    if scoped is not None:
-        defaults = {
-            "semantic": scoped.semantic if scoped.semantic is not None else defaults["semantic"],
-            "keyword": scoped.keyword if scoped.keyword is not None else defaults["keyword"],
-        }
-        k = scoped.k or k
-    if weights is not None:
-        if weights.semantic is not None:
-            defaults["semantic"] = weights.semantic
-        if weights.keyword is not None:
-            defaults["keyword"] = weights.keyword
-        k = weights.k or k
-    return LegPlan(semantic=semantic, keyword=keyword, fusion=fusion, weights=defaults, k=k, skipped=skipped)
+    return LegPlan(
+        semantic=semantic,
+        keyword=keyword,
+        fusion=settings.fusion,
+        weights=dict(settings.weights),
+        k=settings.k,
+        skipped=skipped,
+    )
 
 
 async def _indexed_tenants(
@@ -159,7 +107,7 @@ async def run_keyword_leg(
     limit: int,
     *,
     exact: bool = False,
-) -> tuple[list[LegRow], list[float], str]:
+) -> tuple[list[Hit], list[float], str]:
     """BM25 over the tenant's postings (exact: every posting), else the substring tier.
 
     Returns the rows best first, each row's score as fusion takes it (BM25 mapped into [0, 1),
@@ -204,34 +152,61 @@ async def run_vector_leg(
     exact: bool,
     min_similarity: float | None,
     indexed: Collection[str] = (),
-    walks_begun: bool = False,
-) -> list[LegRow]:
+) -> list[Hit]:
+    """The semantic leg for a query vector at hand (see _semantic_leg)."""
+
+    async def at_hand() -> Vector:
+        return query_vector
+
+    rows = await _semantic_leg(
+        conn, f, at_hand, limit, exact=exact, min_similarity=min_similarity, indexed=indexed
+    )
+    assert rows is not None  # the vector was at hand
+    return rows
+
+
+async def _semantic_leg(
+    conn: asyncpg.Connection,
+    f: CandidateFilter,
+    query_vector: Callable[[], Awaitable[Vector | None]],
+    limit: int,
+    *,
+    exact: bool,
+    min_similarity: float | None,
+    indexed: Collection[str] = (),
+    timings: Timings | None = None,
+    embedder_scripts: Collection[str] | None = None,
+) -> list[Hit] | None:
     """The semantic leg: each tenant of `indexed` through its own HNSW index, the others exactly.
 
     Several tenants' legs are merged by score and the usual tie-break. exact=True scans every
-    tenant exactly (the request's `exact: true`, and recall measurements against it).
-    walks_begun: the caller ran begin_index_walks already; the walks' settings end here either way.
+    tenant exactly (the request's `exact: true`, and recall measurements against it). The index
+    walks' settings go on before the query vector is awaited: the round trip costs the search no
+    time while the query is still being embedded. None: there was no vector after all.
     """
     hnsw = [] if exact else [t for t in f.tenant_ids if t in indexed]
-    if hnsw and not walks_begun:
-        await search_repo.begin_index_walks(conn)
-    legs = [
-        await search_repo.search_by_vector(
-            conn, f=f, tenant_id=tenant, query_vector=query_vector, limit=limit, min_similarity=min_similarity
-        )
-        for tenant in hnsw
-    ]
-    if hnsw or walks_begun:
-        await search_repo.end_index_walks(conn)
+    async with search_repo.index_walks(conn, walk=bool(hnsw)):
+        vector = await query_vector()
+        if vector is None:
+            return None
+        started = time.perf_counter()
+        if embedder_scripts is not None:
+            f = replace(f, embedder_scripts=sorted(embedder_scripts))
+        legs = [
+            await search_repo.search_by_vector(
+                conn, f=f, tenant_id=tenant, query_vector=vector, limit=limit, min_similarity=min_similarity
+            )
+            for tenant in hnsw
+        ]
     rest = [t for t in f.tenant_ids if t not in hnsw]
     if rest:
-        legs.append(
-            await _exact_vector_leg(conn, replace(f, tenant_ids=rest), query_vector, limit, min_similarity)
-        )
+        legs.append(await _exact_vector_leg(conn, replace(f, tenant_ids=rest), vector, limit, min_similarity))
+    if timings is not None:
+        timings.add("semantic", started)
     if len(legs) == 1:
         return legs[0]
     rows = (row for leg in legs for row in leg)
-    return sorted(rows, key=lambda r: tie_break_key(r.score, r.created_at, str(r.id)))[:limit]
+    return sorted(rows, key=lambda r: tie_break_key(r.score, r.created_at, r.id))[:limit]
 
 
 async def _exact_vector_leg(
@@ -240,7 +215,7 @@ async def _exact_vector_leg(
     query_vector: Vector,
     limit: int,
     min_similarity: float | None,
-) -> list[LegRow]:
+) -> list[Hit]:
     """An exact scan of the tenants' vectors, filtered from the best down."""
     # Filters (kind, scope, tags…) apply to the nearest candidates only: when they leave too few
     # rows, look at more, then at all of the tenant's vectors.
@@ -270,14 +245,13 @@ async def rank_candidates(
     min_similarity: float | None,
     timings: Timings,
     force_exact: bool = False,
-) -> tuple[list[RankedHit], dict[str, str], dict[str, float]]:
+) -> tuple[list[Hit], dict[str, str], dict[str, float]]:
     """Run the planned legs (each to `depth` hits) inside the open tenant transaction and fuse them.
 
     Returns the fused hits (unordered: callers sort their final scores with tie_break_key), each
     leg's match type, and the weights fusion used (the per-query shares for adaptive fusion).
     """
     legs: dict[str, Leg] = {}
-    rows_by_id: dict[str, LegRow] = {}
     match_types: dict[str, str] = {}
     if plan.keyword:
         started = time.perf_counter()
@@ -285,71 +259,34 @@ async def rank_candidates(
             state, conn, f, parsed, depth, exact=force_exact
         )
         # Prepared for fusion now: the query embedding is usually still running.
-        legs["keyword"] = _fusion_leg(rows, scores, rows_by_id)
+        legs["keyword"] = Leg(rows, scores)
         timings.add("keyword", started)
-    semantic = plan.semantic and vector is not None and state.embedder is not None
-    indexed: set[str] = set()
-    walks_begun = False
-    if semantic and not force_exact:
-        # Done while the query is usually still being embedded: these round trips (the catalog
-        # lookup only every INDEX_CACHE_SECONDS) cost the search no time there.
-        indexed = await _indexed_tenants(state, conn, f.tenant_ids)
-        if indexed:
-            await search_repo.begin_index_walks(conn)
-            walks_begun = True
-    query_vector = await vector if semantic and vector is not None else None
-    if query_vector is None and walks_begun:
-        # The embedding failed: no walk, and the statements that follow get their settings back.
-        await search_repo.end_index_walks(conn)
-    if query_vector is not None and state.embedder is not None:
-        started = time.perf_counter()
-        scripts = state.embedder.scripts
-        rows = await run_vector_leg(
+    embedder = state.embedder
+    if plan.semantic and vector is not None and embedder is not None:
+        # The catalog lookup (only every INDEX_CACHE_SECONDS) is done while the query is usually
+        # still being embedded: it costs the search no time there.
+        indexed = set() if force_exact else await _indexed_tenants(state, conn, f.tenant_ids)
+
+        async def embedded() -> Vector | None:
+            return await vector
+
+        semantic_rows = await _semantic_leg(
             conn,
-            replace(f, embedder_scripts=sorted(scripts) if scripts is not None else None),
-            query_vector,
+            f,
+            embedded,
             depth,
             exact=force_exact,
             min_similarity=min_similarity,
             indexed=indexed,
-            walks_begun=walks_begun,
+            timings=timings,
+            embedder_scripts=embedder.scripts,
         )
-        legs["semantic"] = _fusion_leg(rows, [row.score for row in rows], rows_by_id)
-        match_types["semantic"] = "semantic"
-        timings.add("semantic", started)
+        if semantic_rows is not None:
+            legs["semantic"] = Leg(semantic_rows, [row.score for row in semantic_rows])
+            match_types["semantic"] = "semantic"
     started = time.perf_counter()
-    ranked, weights = fuse_legs(legs, rows_by_id, plan, depth)
+    fused, weights = FUSIONS[plan.fusion].fuse(
+        legs, {name: plan.weights[name] for name in legs}, plan.k, depth
+    )
     timings.add("fuse", started)
-    return ranked, match_types, weights
-
-
-def _fusion_leg(rows: Sequence[LegRow], scores: list[float], rows_by_id: dict[str, LegRow]) -> Leg:
-    """A leg's rows and scores as fusion takes them; each row is also kept by its id (created_at, path)."""
-    ids = []
-    for row in rows:
-        item_id = str(row.id)
-        ids.append(item_id)
-        rows_by_id[item_id] = row
-    return Leg(ids, scores)
-
-
-def fuse_legs(
-    legs: dict[str, Leg], rows_by_id: dict[str, LegRow], plan: LegPlan, depth: int
-) -> tuple[list[RankedHit], dict[str, float]]:
-    """The legs fused by the plan's fusion, and the weights it used.
-
-    Hits come unordered: every caller orders its own final scores (decayed, recall's composite)
-    with tie_break_key, and a sort here was a second one over the same ~150 candidates.
-    """
-    weights = {name: plan.weights[name] for name in legs}
-    if plan.fusion == "weighted":
-        fused = fuse_weighted(legs, weights)
-    elif plan.fusion == "rrf":
-        fused = fuse_rrf(legs, weights, k=plan.k, depth=depth)
-    else:
-        fused, weights = fuse_adaptive(legs, weights, depth=depth)
-    ranked = []
-    for hit in fused:
-        row = rows_by_id[hit.id]
-        ranked.append(RankedHit(hit, row.created_at, row.path))
-    return ranked, weights
+    return fused, match_types, weights

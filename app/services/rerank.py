@@ -13,6 +13,7 @@ from app.config import Settings
 from app.embeddings.base import Vector
 from app.repositories.candidates import CandidateText, candidate_texts
 from app.rerank.base import Reranker, rerank
+from app.retrieval.hits import Hit
 from app.retrieval.reorder import (
     Candidate,
     cosine_matrix,
@@ -21,7 +22,6 @@ from app.retrieval.reorder import (
     query_cosines,
     unit_relevance,
 )
-from app.services.scopes import ScopeSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,35 +38,19 @@ class ReorderPlan:
         return self.rerank or self.diversity > 0
 
 
-def plan_reorder(
-    settings: Settings,
-    scope: ScopeSettings,
-    *,
-    rerank_requested: bool | None,
-    top_n: int | None,
-    diversity: float | None,
-) -> ReorderPlan:
-    """Request over scope settings over service settings (reranking is off unless one turns it on)."""
-    wanted = rerank_requested
-    if wanted is None:
-        wanted = scope.rerank if scope.rerank is not None else settings.rerank_default
-    depth = top_n or scope.rerank_top_n or settings.rerank_top_n
-    return ReorderPlan(rerank=wanted, top_n=depth, diversity=diversity or 0.0)
-
-
 @dataclass(slots=True)
 class Reordering:
     """The new order of the top-N and what each stage said about each candidate."""
 
     order: list[int]
     # By candidate id: what the reranker and MMR said, for score_breakdown.
-    rerank: dict[str, dict[str, float | int]] = field(default_factory=dict)
-    mmr: dict[str, dict[str, float]] = field(default_factory=dict)
+    rerank: dict[uuid.UUID, dict[str, float | int]] = field(default_factory=dict)
+    mmr: dict[uuid.UUID, dict[str, float]] = field(default_factory=dict)
     report: dict[str, Any] | None = None
 
 
 async def load_texts(
-    conn: asyncpg.Connection, tenant_ids: Sequence[str], candidates: Sequence[Candidate], plan: ReorderPlan
+    conn: asyncpg.Connection, tenant_ids: Sequence[str], candidates: Sequence[Hit], plan: ReorderPlan
 ) -> dict[uuid.UUID, CandidateText]:
     """What the stages need of the top-N, inside the caller's tenant transaction."""
     if not plan.active or not candidates:
@@ -74,7 +58,7 @@ async def load_texts(
     return await candidate_texts(
         conn,
         tenant_ids=tenant_ids,
-        ids=[uuid.UUID(c.id) for c in candidates],
+        ids=[c.id for c in candidates],
         content=plan.rerank,
         embedding=plan.diversity > 0,
     )
@@ -84,17 +68,18 @@ async def reorder(
     reranker: Reranker | None,
     settings: Settings,
     query: str,
-    candidates: Sequence[Candidate],
+    hits: Sequence[Hit],
     texts: dict[uuid.UUID, CandidateText],
     plan: ReorderPlan,
     query_vector: Vector | None,
 ) -> Reordering:
-    """Rerank then diversify the candidates (the fused top-N, best first); never raises for a reranker."""
+    """Rerank then diversify the hits (the fused top-N, best first); never raises for a reranker."""
+    candidates = [Candidate(h.id, h.score, h.created_at) for h in hits]
     result = Reordering(order=list(range(len(candidates))))
     relevance = [c.relevance for c in candidates]
     reranked = False
     if plan.rerank:
-        contents = [(texts.get(uuid.UUID(c.id)) or CandidateText("", None)).content or "" for c in candidates]
+        contents = [(texts.get(h.id) or CandidateText("", None)).content or "" for h in hits]
         outcome = await rerank(reranker, query, contents, settings.rerank_timeout_seconds)
         result.report = {
             "applied": outcome.scores is not None,
@@ -107,10 +92,10 @@ async def reorder(
             relevance = outcome.scores
             result.order = order_by_scores(candidates, relevance)
             for rank, index in enumerate(result.order, start=1):
-                result.rerank[candidates[index].id] = {"score": round(relevance[index], 6), "rank": rank}
+                result.rerank[hits[index].id] = {"score": round(relevance[index], 6), "rank": rank}
     if plan.diversity > 0 and len(candidates) > 1:
         pool = [candidates[i] for i in result.order]
-        vectors = [(texts.get(uuid.UUID(c.id)) or CandidateText(None, None)).embedding for c in pool]
+        vectors = [(texts.get(hits[i].id) or CandidateText(None, None)).embedding for i in result.order]
         mmr_relevance = _mmr_relevance([relevance[i] for i in result.order], vectors, query_vector, reranked)
         picks = mmr_order(
             [Candidate(c.id, r, c.created_at) for c, r in zip(pool, mmr_relevance, strict=True)],
@@ -119,7 +104,7 @@ async def reorder(
         )
         result.order = [result.order[p.index] for p in picks]
         for pick, index in zip(picks, result.order, strict=True):
-            result.mmr[candidates[index].id] = {
+            result.mmr[hits[index].id] = {
                 "score": round(pick.score, 6),
                 "max_similarity": round(pick.max_similarity, 6),
             }

@@ -14,6 +14,7 @@ from app.errors import ApiError, model_error_details
 from app.input_rules import InputRuleError, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
 from app.rerank.base import MAX_RERANK_TOP_N
+from app.retrieval.fusion import FUSION_NAMES, K_BOUNDS, WEIGHT_BOUNDS
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS, RecallWeights
 
 # A scope is a name in URLs and butler.toml files alike: the API path and the CLI import agree.
@@ -60,9 +61,13 @@ class FusionWeightSettings(BaseModel):
     """Search fusion weights and RRF k for a scope."""
 
     model_config = ConfigDict(extra="forbid")
-    semantic: float | None = Field(None, ge=0, le=100, description="Weight of the semantic leg.")
-    keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg.")
-    k: int | None = Field(None, ge=1, le=1000, description="RRF k.")
+    semantic: float | None = Field(
+        None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the semantic leg."
+    )
+    keyword: float | None = Field(
+        None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the keyword leg."
+    )
+    k: int | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k.")
 
 
 class ScopeSettings(BaseModel):
@@ -85,7 +90,9 @@ class ScopeSettings(BaseModel):
     )
     score_weights: ScoreWeights | None = Field(None, description="memory_recall composite weights.")
     fusion: str | None = Field(
-        None, pattern="^(adaptive|rrf|weighted)$", description="Default fusion: adaptive, rrf or weighted."
+        None,
+        pattern=f"^({'|'.join(FUSION_NAMES)})$",
+        description="Default fusion: adaptive, rrf or weighted.",
     )
     fusion_weights: FusionWeightSettings | None = Field(None, description="Search fusion weights and RRF k.")
     half_life_days: float | None = Field(

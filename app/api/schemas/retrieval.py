@@ -27,6 +27,7 @@ from app.api.schemas.search_stages import (
     RerankOptions,
     RerankReport,
 )
+from app.retrieval.fusion import K_BOUNDS, WEIGHT_BOUNDS, FusionName
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS as _W
 from app.services import requests
 
@@ -55,10 +56,15 @@ class FusionWeights(StrictModel):
     """Per-request fusion weights; unset values come from scope settings, then defaults."""
 
     semantic: float | None = Field(
-        None, ge=0, le=100, description="Weight of the semantic leg (default 1.0)."
+        None,
+        ge=WEIGHT_BOUNDS[0],
+        le=WEIGHT_BOUNDS[1],
+        description="Weight of the semantic leg (default 1.0).",
     )
-    keyword: float | None = Field(None, ge=0, le=100, description="Weight of the keyword leg (default 1.0).")
-    k: int | None = Field(None, ge=1, le=1000, description="RRF k (default 60).")
+    keyword: float | None = Field(
+        None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the keyword leg (default 1.0)."
+    )
+    k: int | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k (default 60).")
 
     def to_domain(self) -> requests.FusionWeights:
         """The service's view of these weights."""
@@ -90,7 +96,7 @@ class SearchIn(StrictModel):
         "hybrid",
         description="hybrid runs both legs and fuses them; without an embedding provider every mode is keyword.",
     )
-    fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+    fusion: FusionName = Field(
         "adaptive",
         description="adaptive (default; unsent: the scope's, else the service's default): per-query leg "
         "shares from each leg's confidence, over normalised scores; rrf: Σ weight / (k + rank), "

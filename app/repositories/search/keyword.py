@@ -1,254 +1,22 @@
-"""SQL of the retrieval legs: semantic, keyword (BM25 over postings / ILIKE). Rank in SQL, fuse in Python.
-
-The WHERE clause is assembled from fixed fragments; every user value travels as a $n parameter.
-"""
+"""SQL of the keyword leg: BM25 over the tenants' postings, ranked in SQL (fusion is Python's)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple
+from dataclasses import dataclass
 
 import asyncpg
 
-from app.embeddings.base import Vector
+from app.repositories.search.filters import CandidateFilter, Sql, hits_of, where_clause
+from app.retrieval.hits import Hit
 from app.retrieval.scoring import TIE_BREAK_SQL
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateFilter:
-    """Which rows a leg may return; mirrors the search request's filters."""
-
-    tenant_ids: Sequence[str]
-    kinds: Sequence[str]
-    scope: str | None = None
-    min_confidence: float = 0.2
-    tags: Sequence[str] | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    metadata: dict[str, Any] | None = None
-    repository: str | None = None
-    path_regex: str | None = None
-    exclude_path_regex: str | None = None
-    # Semantic leg only: the scripts the embedder reads (None: any); rows in others are left out.
-    embedder_scripts: Sequence[str] | None = None
-
-
-class LegRow(NamedTuple):
-    """One ranked hit of one leg, with what fusion and decay need (a tuple: a search makes ~200)."""
-
-    id: uuid.UUID
-    score: float
-    created_at: datetime
-    path: str | None
-
-
-@dataclass(slots=True)
-class _Sql:
-    params: list[Any] = field(default_factory=list)
-
-    def bind(self, value: Any) -> str:
-        self.params.append(value)
-        return f"${len(self.params)}"
-
-
-def _where(sql: _Sql, f: CandidateFilter) -> str:
-    """The shared WHERE clause over alias m (tenant first: it is what RLS also enforces)."""
-    clauses = [
-        f"m.tenant_id = ANY({sql.bind([uuid.UUID(t) for t in f.tenant_ids])}::uuid[])",
-        f"m.kind = ANY({sql.bind(list(f.kinds))}::text[])",
-        "(m.kind <> 'episode' OR m.expires_at > now())",
-        "(m.validity IS NULL OR m.validity = 'active')",
-    ]
-    if f.min_confidence > 0:
-        # confidence · exp(−rate · days) ≥ min, rearranged: exp() underflows (an error in
-        # PostgreSQL) for a fact that has faded long ago, and one such row broke every search.
-        clauses.append(
-            "(m.confidence IS NULL OR (m.confidence > 0 AND m.decay_rate * "
-            "extract(epoch FROM now() - m.last_confirmed_at) / 86400.0 "
-            f"<= ln(m.confidence / {sql.bind(f.min_confidence)}::float8)))"
-        )
-    if f.scope is not None:
-        scope = sql.bind(f.scope)
-        clauses.append(
-            f"((m.kind <> 'episode' AND m.scope IN ('global', {scope})) OR (m.kind = 'episode' AND m.butler = {scope}))"
-        )
-    if f.tags:
-        clauses.append(f"m.tags @> {sql.bind(list(f.tags))}::text[]")
-    if f.created_after is not None:
-        clauses.append(f"m.created_at >= {sql.bind(f.created_after)}")
-    if f.created_before is not None:
-        clauses.append(f"m.created_at < {sql.bind(f.created_before)}")
-    if f.metadata:
-        clauses.append(f"m.metadata @> {sql.bind(f.metadata)}::jsonb")
-    if f.repository is not None:
-        clauses.append(f"m.repository = {sql.bind(f.repository)}")
-    if f.path_regex is not None:
-        clauses.append(f"m.path ~ {sql.bind(f.path_regex)}")
-    if f.exclude_path_regex is not None:
-        clauses.append(f"(m.path IS NULL OR m.path !~ {sql.bind(f.exclude_path_regex)})")
-    return " AND ".join(clauses)
-
-
-def _leg_rows(rows: Sequence[asyncpg.Record]) -> list[LegRow]:
-    return [LegRow(r["id"], float(r["score"]), r["created_at"], r["path"]) for r in rows]
-
-
-def _semantic_extras(sql: _Sql, f: CandidateFilter, q: str, min_similarity: float | None, column: str) -> str:
-    """The semantic leg's own conditions: a similarity floor, and rows the embedder can read."""
-    extra = ""
-    if min_similarity is not None:
-        extra += f" AND {column} <=> {q} <= 1 - {sql.bind(min_similarity)}"
-    if f.embedder_scripts is not None:
-        # A vector of text the model cannot read is noise: those rows are the keyword leg's alone.
-        extra += f" AND (m.script IS NULL OR m.script = ANY({sql.bind(list(f.embedder_scripts))}::text[]))"
-    return extra
-
-
-async def begin_index_walks(conn: asyncpg.Connection) -> None:
-    """Settings the HNSW statement (search_by_vector) needs, until end_index_walks or the transaction's end.
-
-    The statement names its tenant as a constant, so the plan made once per connection and tenant
-    uses the tenant's partial index, and is kept (generic): a plan made per execution cost 0.25 ms
-    of planning per search at S2 (docs). Sorting is switched off: the index exists because the
-    tenant is past the size where its walk beats sorting its rows, and the planner, pricing a few
-    hundred rows' sort below an index scan, would otherwise sort (the tie-break's incremental sort
-    is a separate setting). A plan is remade after invalidation (an ANALYZE, an index built or
-    dropped), always under these settings.
-    """
-    await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_sort = off")
-
-
-async def end_index_walks(conn: asyncpg.Connection) -> None:
-    """Undo begin_index_walks for the statements that follow in the transaction."""
-    await conn.execute("RESET plan_cache_mode; RESET enable_sort")
-
-
-async def search_by_vector(
-    conn: asyncpg.Connection,
-    *,
-    f: CandidateFilter,
-    tenant_id: str,
-    query_vector: Vector,
-    limit: int,
-    min_similarity: float | None = None,
-) -> list[LegRow]:
-    """Nearest rows of one tenant by cosine similarity (1 - distance), through its own HNSW index.
-
-    Run between begin_index_walks and end_index_walks. The index on memory_vector is partial
-    (WHERE tenant_id = the tenant: vector_indexes), so the walk visits only this tenant's rows;
-    each row found visits its memory row for the filters, and the HNSW iterative scan (set per
-    connection) keeps going until `limit` rows pass.
-    """
-    sql = _Sql()
-    q = sql.bind(query_vector)
-    # The one value not sent as a parameter: the planner can use the partial index only when it
-    # can prove its predicate from the statement itself. It is the canonical text of a UUID, never
-    # a client's text (uuid.UUID rejects anything else).
-    tenant = f"'{uuid.UUID(tenant_id)}'"
-    where = _where(sql, f)
-    extras = _semantic_extras(sql, f, q, min_similarity, "v.embedding")
-    # The distance is selected as the ORDER BY expression itself, so PostgreSQL computes it once
-    # per row; the score 1 - distance is the same float8 subtraction done here.
-    # Each row the walk yields looks up its own memory row (OFFSET 0 keeps the lookup a
-    # parameterised one: joined, the planner under-counted the tenant's rows that pass the filters
-    # and read all of them once to compare each walked row with, 81 ms instead of 4).
-    # The walk stops at the `limit`-th row that passes (inner LIMIT, walk order); only those rows
-    # are then ordered with the tie-break. Ordered by distance and tie-break in one go, the sort
-    # read one row more to see whether it ties with the last, and with ef_search = limit that
-    # row starts a second HNSW search: 0.8 of 2.5 ms of CPU at 50,000 rows (docs). So a row at
-    # exactly the last row's distance (a duplicate vector) but walked after it is left out.
-    rows = await conn.fetch(
-        f"SELECT m.id, m.distance, m.created_at, m.path FROM ("
-        f"SELECT m.id, v.embedding <=> {q} AS distance, m.created_at, m.path FROM memory_vector v "
-        f"CROSS JOIN LATERAL (SELECT m.id, m.created_at, m.path FROM memory m "
-        f"WHERE m.tenant_id = v.tenant_id AND m.id = v.memory_id AND {where}{extras} OFFSET 0) m "
-        f"WHERE v.tenant_id = {tenant}::uuid "
-        f"ORDER BY v.embedding <=> {q} LIMIT {sql.bind(limit)}) m "
-        f"ORDER BY m.distance, {TIE_BREAK_SQL}",
-        *sql.params,
-    )
-    return [LegRow(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class ExactVectorRows:
-    """An exact vector leg's rows, and whether the candidate cut may have hidden rows the filters keep."""
-
-    rows: list[LegRow]
-    truncated: bool
-
-
-async def search_by_exact_vector(
-    conn: asyncpg.Connection,
-    *,
-    f: CandidateFilter,
-    query_vector: Vector,
-    limit: int,
-    candidates: int | None,
-    min_similarity: float | None = None,
-) -> ExactVectorRows:
-    """Exact nearest rows by cosine similarity: every vector of the tenants, from memory_vector.
-
-    The narrow rows are ranked by distance alone; only the nearest `candidates` (None: all) then
-    visit their memory row for the filters, in distance order, until `limit` pass. So the cost is
-    one distance per tenant row plus a lookup per candidate, whatever else the table holds.
-    `truncated` says the cut may have hidden a row that belongs in the answer: too few passed, or
-    the last one ties with the farthest candidate (a tied row beyond the cut may sort before it).
-    """
-    sql = _Sql()
-    q = sql.bind(query_vector)
-    tenants = sql.bind([uuid.UUID(t) for t in f.tenant_ids])
-    floor = "" if min_similarity is None else f" AND v.embedding <=> {q} <= 1 - {sql.bind(min_similarity)}"
-    cut = "" if candidates is None else f" LIMIT {sql.bind(candidates)}"
-    where = _where(sql, f)
-    extras = _semantic_extras(sql, f, q, None, "m.embedding")
-    # A tenant's rows are read in the heap's order (a bitmap scan), not the primary key's: random
-    # memory ids send an index scan to a page per row, twice the time for 10,000 rows (docs). With
-    # sequential scans off too that is the only plan there is, so it is made once per connection
-    # and statement (generic) instead of per search: planning was 0.3-0.4 ms of a 0.6-1.2 ms
-    # statement for tenants of 100-2,000 rows (docs), and no statistics can turn it into a scan of
-    # every tenant's vectors.
-    await conn.execute(
-        "SET LOCAL enable_indexscan = off; SET LOCAL enable_seqscan = off; "
-        "SET LOCAL plan_cache_mode = force_generic_plan"
-    )
-    rows = await conn.fetch(
-        f"""
-        WITH nearest AS MATERIALIZED (
-            SELECT v.tenant_id, v.memory_id, v.embedding <=> {q} AS distance FROM memory_vector v
-            WHERE v.tenant_id = ANY({tenants}::uuid[]){floor}
-            ORDER BY distance{cut}
-        )
-        SELECT m.id, 1 - n.distance AS score, n.distance, m.created_at, m.path,
-               (SELECT count(*) FROM nearest) AS considered, (SELECT max(distance) FROM nearest) AS farthest
-        FROM (SELECT * FROM nearest ORDER BY distance) n CROSS JOIN LATERAL (
-            SELECT m.id, m.created_at, m.path FROM memory m
-            WHERE m.tenant_id = n.tenant_id AND m.id = n.memory_id AND {where}{extras} OFFSET 0
-        ) m
-        ORDER BY n.distance, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}
-        """,
-        *sql.params,
-    )
-    await conn.execute("RESET enable_indexscan; RESET enable_seqscan; RESET plan_cache_mode")
-    truncated = candidates is not None and (
-        # With no row left, the counts went with the rows: assume the cut hid some.
-        not rows
-        or (
-            rows[0]["considered"] >= candidates
-            and (len(rows) < limit or rows[-1]["distance"] >= rows[0]["farthest"])
-        )
-    )
-    return ExactVectorRows(_leg_rows(rows), truncated)
 
 
 @dataclass(frozen=True, slots=True)
 class KeywordRows:
     """A BM25 leg's rows, and whether the per-lexeme cut may have hidden rows the filters keep."""
 
-    rows: list[LegRow]
+    rows: list[Hit]
     truncated: bool
 
 
@@ -345,10 +113,10 @@ async def search_by_bm25(
     it). `truncated` says a cut may have hidden rows, so a caller short of `limit` rows after the
     filters can read deeper.
     """
-    sql = _Sql()
+    sql = Sql()
     for value in (query_text, [uuid.UUID(t) for t in f.tenant_ids], k1 * (1 - b), k1 * b, k1 + 1):
         sql.bind(value)
-    where = _where(sql, f)
+    where = where_clause(sql, f)
     if postings_per_lexeme is None:
         statement = f"""
         WITH {_BM25_STATS}, scored AS MATERIALIZED (
@@ -470,46 +238,4 @@ async def search_by_bm25(
         # some, and it went with the rows; assume it did.
         not rows or bool(rows[0]["truncated"])
     )
-    return KeywordRows(_leg_rows(rows), truncated)
-
-
-# The substring tier reads at most this many of the tenants' most recent rows, and of each at most
-# this many characters: a query that matches nothing costs a bounded scan, not the whole tenant.
-SUBSTRING_SCAN_ROWS = 2000
-SUBSTRING_SCAN_CHARS = 4096
-# Columns _where() reads, selected from the recent-rows window so the filters apply to it.
-_WINDOW_COLUMNS = (
-    "id, tenant_id, kind, content, created_at, path, expires_at, validity, confidence, decay_rate, "
-    "last_confirmed_at, scope, butler, tags, metadata, repository"
-)
-
-
-async def search_by_substring(
-    conn: asyncpg.Connection, *, f: CandidateFilter, patterns: Sequence[str], limit: int
-) -> list[LegRow]:
-    """ILIKE fallback when the ranked tiers find nothing; score = share of patterns matched.
-
-    No index serves `ILIKE '%word%'`, so the tier looks only at a bounded window: the newest
-    SUBSTRING_SCAN_ROWS rows per request (split over its tenants and kinds, each part one range of
-    the (tenant_id, kind, created_at) index), and the first SUBSTRING_SCAN_CHARS of each row. The
-    request's other filters apply within the window.
-    """
-    sql = _Sql()
-    per_part = max(100, SUBSTRING_SCAN_ROWS // max(1, len(f.tenant_ids) * len(f.kinds)))
-    where = _where(sql, f)
-    pats = sql.bind(list(patterns))
-    head = f"substr(m.content, 1, {sql.bind(SUBSTRING_SCAN_CHARS)})"
-    rows = await conn.fetch(
-        f"SELECT m.id, m.created_at, m.path, "
-        f"  (SELECT count(*) FROM unnest({pats}::text[]) p WHERE {head} ILIKE p)::float8 "
-        f"  / cardinality({pats}::text[]) AS score "
-        f"FROM unnest({sql.bind([uuid.UUID(t) for t in f.tenant_ids])}::uuid[]) AS t(id) "
-        f"CROSS JOIN unnest({sql.bind(list(f.kinds))}::text[]) AS k(kind) "
-        f"CROSS JOIN LATERAL (SELECT {_WINDOW_COLUMNS} FROM memory w "
-        f"  WHERE w.tenant_id = t.id AND w.kind = k.kind "
-        f"  ORDER BY w.created_at DESC, w.id LIMIT {sql.bind(per_part)}) AS m "
-        f"WHERE {where} AND {head} ILIKE ANY({pats}::text[]) "
-        f"ORDER BY score DESC, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}",
-        *sql.params,
-    )
-    return _leg_rows(rows)
+    return KeywordRows(hits_of(rows), truncated)
