@@ -14,7 +14,7 @@ from pathlib import Path
 
 import asyncpg
 
-SCALE_OUT_DOC = Path(__file__).resolve().parent.parent / "docs" / "scale-out.md"
+SCALE_OUT_DOC = Path(__file__).resolve().parents[2] / "docs" / "scale-out.md"
 # Alembic's own bookkeeping stays on the coordinator: migrations run there.
 LOCAL_TABLES = frozenset({"alembic_version"})
 

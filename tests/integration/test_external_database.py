@@ -16,7 +16,7 @@ from app.embedded_pg import with_database
 from app.main import create_app
 from app.startup import StartupError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_unmigrated_database_is_refused_until_recalld_migrate(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.test_cli_serve import _free_port, _serve, _wait_ready, data_dir
+from tests.integration.test_cli_serve import _free_port, _serve, _wait_ready, data_dir
 
 __all__ = ["data_dir"]  # the fixture: a fresh data directory, its PostgreSQL killed afterwards
 

@@ -32,7 +32,7 @@ from app.state import ServiceState
 from tests.conftest import running
 from tests.embedding_stub import embedding_stub
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FACTS = [
     "The heron nests by the Ohrid lake every spring",
     "Invoices are sent on the first Monday of the month",

@@ -24,7 +24,7 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance,
 from schemathesis.generation.case import Case
 from schemathesis.schemas import APIOperation
 
-from tests.test_cli_serve import ROOT, _env, _free_port, _recalld, _wait_ready
+from tests.integration.test_cli_serve import ROOT, _env, _free_port, _recalld, _wait_ready
 
 EXAMPLES_PER_OPERATION = 25
 FULL_CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
-from tests.test_cli_serve import ROOT, _free_port, _wait_ready
+from tests.integration.test_cli_serve import ROOT, _free_port, _wait_ready
 
 CHROMIUM = os.environ.get("RECALLD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Without the networking flags Chromium phones home at start, which a closed network refuses.

@@ -20,7 +20,7 @@ from app.repositories import tenants as tenant_repo
 from app.services.tenants import bootstrap
 from tests.conftest import TenantFactory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _recalld(data_dir: Path, *args: str) -> tuple[int, str]:

@@ -32,7 +32,7 @@ from app.state import ServiceState
 from tests.conftest import TenantFactory
 from tests.synthetic_vectors import analyze, copy_facts, nearest, unit_vectors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MIN_ROWS = 400
 LIMIT = 10
 RARE_TAG_EVERY = 10

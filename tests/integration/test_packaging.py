@@ -17,7 +17,7 @@ import yaml
 from app.cli import build_parser
 from app.db import SERVING_ROLE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _compose() -> dict[str, Any]:
