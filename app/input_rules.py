@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Strict
+from pydantic_core import PydanticCustomError
 
 MAX_JSON_DEPTH = 32
 # A whole request body may nest a few levels more than the metadata it carries (a batch puts
@@ -20,6 +23,11 @@ MAX_BODY_DEPTH = 64
 MAX_METADATA_BYTES = 16 * 1024
 MAX_METADATA_KEYS = 256
 MAX_TOML_BYTES = 64 * 1024
+# A number a client sends is 0 or at least this far from it. Scoring multiplies stored numbers
+# in SQL (confidence decay), and PostgreSQL raises an error where a product of non-zero floats
+# rounds to zero: one fact with a decay rate of 5e-324 made every later search answer 500.
+# Nothing a memory or a request means changes below a millionth.
+MIN_NONZERO_MAGNITUDE = 1e-6
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -68,6 +76,18 @@ def check_json_value(value: Any, *, max_depth: int = MAX_JSON_DEPTH, where: str 
             else:
                 stack.extend((child, [*path, str(i)], depth + 1) for i, child in enumerate(item))
     return keys
+
+
+def check_number(value: float) -> float:
+    """Raise InputRuleError for a non-finite number, or a non-zero one closer to 0 than
+    MIN_NONZERO_MAGNITUDE; return the value."""
+    if not math.isfinite(value):
+        raise InputRuleError(f"{value} is not a finite number")
+    if value != 0 and abs(value) < MIN_NONZERO_MAGNITUDE:
+        raise InputRuleError(
+            f"{value!r} is too close to 0: send 0, or a number of magnitude {MIN_NONZERO_MAGNITUDE:g} or more"
+        )
+    return value
 
 
 def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
@@ -120,3 +140,16 @@ def check_toml_text(text: str) -> None:
         raise InputRuleError(f"TOML text is {size} bytes; at most {MAX_TOML_BYTES} (64 KiB) are allowed")
     if toml_nesting_depth(text) > MAX_JSON_DEPTH:
         raise InputRuleError(f"TOML nests deeper than {MAX_JSON_DEPTH} levels")
+
+
+def _number_rule(value: float) -> float:
+    try:
+        return check_number(value)
+    except InputRuleError as exc:
+        raise PydanticCustomError("number_invalid", str(exc)) from exc
+
+
+# What every number field of a request body is: a JSON number (true, false and "5" are 422s,
+# not guesses), finite, and 0 or at least MIN_NONZERO_MAGNITUDE from it. Integers are strict too.
+Number = Annotated[float, Strict(), AfterValidator(_number_rule)]
+Integer = Annotated[int, Strict()]

@@ -25,6 +25,7 @@ from app.api.mcp_tools import TOOLS, Tool
 from app.auth import Principal
 from app.config import Settings
 from app.errors import ApiError, error_body, invalid_input, model_error_details
+from app.redaction import describe_exception
 from app.state import ServiceState
 
 log = logging.getLogger("recalld.mcp")
@@ -145,8 +146,9 @@ async def _call_tool(
         return types.CallToolResult(
             content=_text(error_body(exc.code, exc.message, exc.details)), is_error=True
         )
-    except Exception:
-        log.exception("MCP tool %s failed", tool.name)
+    except Exception as exc:
+        # Types and frames only: an exception's message can quote the caller's arguments.
+        log.error("MCP tool %s failed\n%s", tool.name, describe_exception(exc))
         return types.CallToolResult(
             content=_text(error_body("internal_error", "internal server error")), is_error=True
         )

@@ -18,6 +18,7 @@ from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
 from app.db import Database
 from app.ingest.paths import MAX_PATH_CHARS
+from app.input_rules import Integer
 from app.services import code as code_service
 from app.services import code_research
 from app.services import documents as document_service
@@ -41,7 +42,7 @@ class MemoryListIn(StrictModel):
 
     type: MemoryType = Field(..., description="Kind to list: fact, rule, episode, document or code.")
     scope: ScopeName | None = Field(None, description="Only memories stored with exactly this scope.")
-    limit: int = Field(20, ge=1, le=100, description="Most memories on this page, 1–100 (default 20).")
+    limit: Integer = Field(20, ge=1, le=100, description="Most memories on this page, 1–100 (default 20).")
     cursor: str | None = Field(
         None, max_length=200, description="`next_cursor` of the previous page; omit for the first page."
     )
@@ -57,8 +58,10 @@ class DocumentSliceIn(DocumentPathIn):
     """document_get arguments: the whole file, or `lines` lines from `from`."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    from_line: int | None = Field(None, alias="from", ge=1, description="First line (1-based); default 1.")
-    lines: int | None = Field(None, ge=1, le=100_000, description="How many lines; default to the end.")
+    from_line: Integer | None = Field(
+        None, alias="from", ge=1, description="First line (1-based); default 1."
+    )
+    lines: Integer | None = Field(None, ge=1, le=100_000, description="How many lines; default to the end.")
 
 
 class NoArguments(StrictModel):

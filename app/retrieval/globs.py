@@ -19,7 +19,7 @@ _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 
 
 class GlobError(ValueError):
-    """A glob that is empty, a comment, a negation, or has an invalid character class."""
+    """A glob that is empty, a comment, a negation, ends in a lone backslash or has an invalid class."""
 
 
 @lru_cache(maxsize=512)
@@ -27,7 +27,14 @@ def glob_to_regex(glob: str) -> str:
     """`Sources/Auth/**`, `**/Tests/**`, `*.swift` (any folder), `[ab].py` -> an anchored regex."""
     text = glob.strip()
     text = text.removeprefix("./")
-    regex, include = GitIgnoreSpecPattern.pattern_to_regex(text)
+    if (len(text) - len(text.rstrip("\\"))) % 2:
+        # An odd run of trailing backslashes leaves the last one escaping nothing: pathspec raises
+        # its own error for it, which used to escape as a 500.
+        raise GlobError(f"{glob!r} ends in a lone backslash, which escapes nothing (use / between folders)")
+    try:
+        regex, include = GitIgnoreSpecPattern.pattern_to_regex(text)
+    except ValueError as exc:
+        raise GlobError(f"{glob!r} is not a valid path glob") from exc
     if regex is None or include is not True:
         raise GlobError(f"{glob!r} is not a path glob (empty, a comment, a negation or an unclosed '[')")
     regex = _NAMED_GROUP.sub("(?:", regex)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.db import Database
 from app.errors import ApiError, model_error_details
-from app.input_rules import InputRuleError, check_toml_text
+from app.input_rules import InputRuleError, Integer, Number, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
 from app.rerank.base import MAX_RERANK_TOP_N
 from app.retrieval.fusion import FUSION_NAMES, K_BOUNDS, WEIGHT_BOUNDS
@@ -36,19 +36,19 @@ class ScoreWeights(BaseModel):
     """memory_recall composite weights."""
 
     model_config = ConfigDict(extra="forbid")
-    relevance: float = Field(
+    relevance: Number = Field(
         DEFAULT_RECALL_WEIGHTS.relevance,
         ge=0,
         le=10,
         description="Weight of relevance (hybrid search score).",
     )
-    importance: float = Field(
+    importance: Number = Field(
         DEFAULT_RECALL_WEIGHTS.importance, ge=0, le=10, description="Weight of importance/10."
     )
-    recency: float = Field(
+    recency: Number = Field(
         DEFAULT_RECALL_WEIGHTS.recency, ge=0, le=10, description="Weight of recency of last reference."
     )
-    confidence: float = Field(
+    confidence: Number = Field(
         DEFAULT_RECALL_WEIGHTS.confidence, ge=0, le=10, description="Weight of effective confidence."
     )
 
@@ -61,13 +61,13 @@ class FusionWeightSettings(BaseModel):
     """Search fusion weights and RRF k for a scope."""
 
     model_config = ConfigDict(extra="forbid")
-    semantic: float | None = Field(
+    semantic: Number | None = Field(
         None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the semantic leg."
     )
-    keyword: float | None = Field(
+    keyword: Number | None = Field(
         None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the keyword leg."
     )
-    k: int | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k.")
+    k: Integer | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k.")
 
 
 class ScopeSettings(BaseModel):
@@ -95,16 +95,16 @@ class ScopeSettings(BaseModel):
         description="Default fusion: adaptive, rrf or weighted.",
     )
     fusion_weights: FusionWeightSettings | None = Field(None, description="Search fusion weights and RRF k.")
-    half_life_days: float | None = Field(
+    half_life_days: Number | None = Field(
         None, gt=0, le=36500, description="Half-life of dated memory files (YYYY-MM-DD.md), in days."
     )
-    recency_half_life_days: float | None = Field(
+    recency_half_life_days: Number | None = Field(
         None, gt=0, le=36500, description="Half-life of the recall recency signal, in days (default 7)."
     )
     rerank: bool | None = Field(
         None, description="Rerank this scope's searches unless a request says otherwise."
     )
-    rerank_top_n: int | None = Field(
+    rerank_top_n: Integer | None = Field(
         None,
         ge=1,
         le=MAX_RERANK_TOP_N,

@@ -178,7 +178,10 @@ async def test_tool_errors_are_results_and_the_connection_goes_on(
 
 
 async def test_an_unexpected_failure_is_a_tool_error_not_a_500(
-    connect: McpConnect, make_tenant: TenantFactory, monkeypatch: pytest.MonkeyPatch
+    connect: McpConnect,
+    make_tenant: TenantFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def broken(*_: Any) -> Any:
         raise RuntimeError("the disk caught fire")
@@ -189,6 +192,10 @@ async def test_an_unexpected_failure_is_a_tool_error_not_a_500(
         failed = _error(await reader.call_tool("memory_get", {"id": "5a4744e1-b384-42ad-b3e8-ea224528b272"}))
         assert failed == {"code": "internal_error", "message": "internal server error", "details": None}
         assert (await reader.call_tool("memory_search", {"query": "fire"})).is_error is False
+    # The log names the tool, the exception type and the frames, never the message: messages
+    # quote arguments (a user's glob, their text).
+    failures = [r.getMessage() for r in caplog.records if r.name == "recalld.mcp"]
+    assert failures and all("RuntimeError" in m and "caught fire" not in m for m in failures)
 
 
 async def test_every_rest_operation_answers_the_rest_response_shape(

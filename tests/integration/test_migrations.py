@@ -195,3 +195,43 @@ async def test_a_database_holding_minilm_vectors_upgrades_in_place_with_its_mode
         assert await conn.fetchval("SELECT count(*) FROM memory_vector") == 1
     finally:
         await conn.close()
+
+
+async def test_numbers_stored_too_close_to_zero_become_zero_and_no_longer_break_search(
+    scratch_dsn: str,
+) -> None:
+    """0018: rows the API once let through with decay_rate 5e-324 broke every search of their tenant."""
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0017_embedding_model_recorded")
+    conn = await connect(scratch_dsn)
+    try:
+        tenant = (await tenant_repo.create_tenant(conn, name="poisoned")).id
+        poison = [(5e-324, 1.0, 5.0), (1.0, 1e-310, 5e-324), (1e-7, 1e-7, 1e-7)]
+        await conn.copy_records_to_table(
+            "memory",
+            records=[
+                (uuid.UUID(tenant), uuid.uuid4(), "fact", "harbor", "harbor", c, d, *FACT[2:], i)
+                for d, c, i in poison
+            ],
+            columns=[*COLUMNS, "importance"],
+        )
+    finally:
+        await conn.close()
+
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+
+    conn = await connect(scratch_dsn)
+    try:
+        stored = await conn.fetch("SELECT decay_rate, confidence, importance FROM memory")
+        assert sorted(tuple(r) for r in stored) == [(0.0, 0.0, 0.0), (0.0, 1.0, 5.0), (1.0, 0.0, 0.0)]
+        f = CandidateFilter(tenant_ids=[tenant], kinds=["fact"], min_confidence=1e-6)
+        found = await search_by_bm25(
+            conn, f=f, query_text="harbor", limit=10, postings_per_lexeme=None, candidates=50
+        )
+        assert len(found.rows) == 1
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(
+                "UPDATE memory SET decay_rate = 5e-324 WHERE tenant_id = $1", uuid.UUID(tenant)
+            )
+    finally:
+        await conn.close()

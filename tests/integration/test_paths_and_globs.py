@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.ingest.code_indexer import source_files
 from app.retrieval.globs import glob_to_regex, path_matches
@@ -83,6 +86,40 @@ async def test_invalid_glob_is_a_422(client: httpx.AsyncClient, make_tenant: Ten
         )
         assert response.status_code == 422, (glob, response.text)
         assert response.json()["error"]["message"].startswith("file_filter:")
+
+
+async def test_a_glob_ending_in_a_backslash_is_a_422_over_rest_and_mcp(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pathspec's own error for a trailing backslash escaped as a 500 (MCP: internal_error)."""
+    tenant = await make_tenant("glob")
+    mcp_headers = {
+        **tenant.headers("reader"),
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    for glob in ("\\", "a\\", "*\\", "src/x\\\\\\"):
+        for field in ("file_filter", "exclude_filter"):
+            body = {"query": "login", field: glob}
+            response = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
+            assert response.status_code == 422, (glob, response.text)
+            assert response.json()["error"]["message"].startswith(f"{field}:")
+            assert "backslash" in response.json()["error"]["message"]
+            call = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "memory_search", "arguments": body},
+            }
+            answer = await client.post("/mcp", json=call, headers=mcp_headers)
+            assert answer.status_code == 200, answer.text
+            error = json.loads(answer.json()["result"]["content"][0]["text"])["error"]
+            assert error["code"] == "validation_error", error
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    escaped = await client.post(
+        "/v1/search", json={"query": "x", "file_filter": "a\\\\"}, headers=tenant.headers("reader")
+    )
+    assert escaped.status_code == 200, escaped.text
 
 
 async def test_code_and_document_paths_share_one_strict_rule(

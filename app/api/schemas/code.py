@@ -8,6 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from app.api.schemas.common import StrictModel
 from app.ingest.paths import MAX_CODE_FILE_CHARS
+from app.input_rules import Integer
 from app.services import code as code_service
 
 RepositoryName = Annotated[
@@ -79,7 +80,7 @@ class ResearchIn(StrictModel):
     symbol: str | None = Field(
         None, max_length=200, description="Symbol (or module directory for dependencies)."
     )
-    depth: int = Field(2, ge=1, le=5, description="How far callers/callees are traced.")
+    depth: Integer = Field(2, ge=1, le=5, description="How far callers/callees are traced.")
     repository: str | None = Field(None, max_length=200, description="Only this repository.")
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from app.api.schemas.common import (
     StrictModel,
     Tag,
 )
+from app.input_rules import Number
 from app.services import requests
 
 
@@ -25,7 +26,7 @@ class MemoryCommon(StrictModel):
     """Fields every written memory has."""
 
     content: Content
-    importance: float = Field(5.0, ge=0, le=10, description="How much this matters, 0–10.")
+    importance: Number = Field(5.0, ge=0, le=10, description="How much this matters, 0–10.")
     scope: ScopeName = "global"
     tags: list[Tag] = Field(default_factory=list, max_length=64, description="Free-form labels.")
     metadata: Metadata = Field(
@@ -76,8 +77,8 @@ class FactIn(MemoryCommon):
     )
     subject: str | None = Field(None, max_length=200, description="What the fact is about.")
     predicate: str | None = Field(None, max_length=200, description="Which property of the subject.")
-    confidence: float = Field(1.0, ge=0, le=1, description="Belief at last confirmation, 0–1.")
-    decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
+    confidence: Number = Field(1.0, ge=0, le=1, description="Belief at last confirmation, 0–1.")
+    decay_rate: Number = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
     last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(
         None, description="Id of a fact this one replaces; it becomes superseded."
@@ -103,8 +104,8 @@ class RuleIn(MemoryCommon):
         extra="forbid",
         json_schema_extra={"examples": [{"content": "Always answer in British English", "importance": 6}]},
     )
-    confidence: float = Field(0.5, ge=0, le=1, description="Belief at last confirmation, 0–1.")
-    decay_rate: float = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
+    confidence: Number = Field(0.5, ge=0, le=1, description="Belief at last confirmation, 0–1.")
+    decay_rate: Number = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
     last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
 

@@ -27,6 +27,7 @@ from app.api.schemas.search_stages import (
     RerankOptions,
     RerankReport,
 )
+from app.input_rules import Integer, Number
 from app.retrieval.fusion import K_BOUNDS, WEIGHT_BOUNDS, FusionName
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS as _W
 from app.services import requests
@@ -55,16 +56,16 @@ class SearchFilters(StrictModel):
 class FusionWeights(StrictModel):
     """Per-request fusion weights; unset values come from scope settings, then defaults."""
 
-    semantic: float | None = Field(
+    semantic: Number | None = Field(
         None,
         ge=WEIGHT_BOUNDS[0],
         le=WEIGHT_BOUNDS[1],
         description="Weight of the semantic leg (default 1.0).",
     )
-    keyword: float | None = Field(
+    keyword: Number | None = Field(
         None, ge=WEIGHT_BOUNDS[0], le=WEIGHT_BOUNDS[1], description="Weight of the keyword leg (default 1.0)."
     )
-    k: int | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k (default 60).")
+    k: Integer | None = Field(None, ge=K_BOUNDS[0], le=K_BOUNDS[1], description="RRF k (default 60).")
 
     def to_domain(self) -> requests.FusionWeights:
         """The service's view of these weights."""
@@ -106,25 +107,27 @@ class SearchIn(StrictModel):
         None, description="Kinds to search; default fact, rule, episode and document (code only when asked)."
     )
     scope: ScopeName | None = Field(None, description="global + this scope (episodes: butler = scope).")
-    limit: int = Field(
+    limit: Integer = Field(
         10,
         ge=1,
         le=100,
         validation_alias=AliasChoices("limit", "max_results"),
         description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
     )
-    min_score: float | None = Field(None, ge=0, le=1, description="Drop fused results below (default 0.1).")
-    min_similarity: float | None = Field(
+    min_score: Number | None = Field(None, ge=0, le=1, description="Drop fused results below (default 0.1).")
+    min_similarity: Number | None = Field(
         None, ge=-1, le=1, description="Drop semantic hits below this cosine."
     )
-    min_confidence: float | None = Field(
+    min_confidence: Number | None = Field(
         None, ge=0, le=1, description="Drop facts/rules whose effective confidence is below (default 0.2)."
     )
     filters: SearchFilters | None = Field(None, description="Tags, creation-time range, metadata equality.")
     weights: FusionWeights | None = Field(
         None, description="Fusion weights and RRF k for this request (else scope settings, else defaults)."
     )
-    half_life_days: float | None = Field(None, gt=0, description="Temporal decay half-life for dated files.")
+    half_life_days: Number | None = Field(
+        None, gt=0, le=36500, description="Temporal decay half-life for dated files, in days (≤ 36,500)."
+    )
     tenants: list[TenantName] | None = Field(
         None, max_length=MAX_TENANTS, description="Operator keys only: tenant names to search."
     )
@@ -143,7 +146,9 @@ class SearchIn(StrictModel):
         max_length=200,
         description="Code: exact symbol search; the definition ranks first, a type brings its methods and extensions.",
     )
-    depth: int = Field(0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3).")
+    depth: Integer = Field(
+        0, ge=0, le=3, description="Code: multi-hop depth following referenced symbols (0–3)."
+    )
     exact: bool = Field(
         False,
         description="Exact legs: a full vector scan instead of HNSW and BM25 over every posting instead of "
@@ -157,7 +162,7 @@ class SearchIn(StrictModel):
         "the response's `rerank` says why; the search never fails for it.",
         examples=[True, {"top_n": 20}],
     )
-    diversity: float | None = Field(
+    diversity: Number | None = Field(
         None,
         ge=0,
         le=1,
@@ -165,7 +170,7 @@ class SearchIn(StrictModel):
         "cosine to a result already above it, so near-duplicates do not fill the page. 0 or unset: off.",
         examples=[0.5],
     )
-    context_window: int = Field(
+    context_window: Integer = Field(
         0,
         ge=0,
         le=MAX_CONTEXT_WINDOW,
@@ -285,14 +290,16 @@ class SearchOut(BaseModel):
 class RecallWeightsIn(StrictModel):
     """Composite score weights; unset ones come from scope settings, then the service defaults."""
 
-    relevance: float | None = Field(
+    relevance: Number | None = Field(
         None, ge=0, le=10, description=f"Weight of relevance (default {_W.relevance})."
     )
-    importance: float | None = Field(
+    importance: Number | None = Field(
         None, ge=0, le=10, description=f"Weight of importance/10 (default {_W.importance})."
     )
-    recency: float | None = Field(None, ge=0, le=10, description=f"Weight of recency (default {_W.recency}).")
-    confidence: float | None = Field(
+    recency: Number | None = Field(
+        None, ge=0, le=10, description=f"Weight of recency (default {_W.recency})."
+    )
+    confidence: Number | None = Field(
         None, ge=0, le=10, description=f"Weight of effective confidence (default {_W.confidence})."
     )
 
@@ -318,14 +325,14 @@ class RecallIn(StrictModel):
     scope: ScopeName | None = Field(
         None, description="Facts and rules of scope `global` or this one; default the whole tenant."
     )
-    limit: int = Field(
+    limit: Integer = Field(
         10,
         ge=1,
         le=100,
         validation_alias=AliasChoices("limit", "max_results"),
         description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
     )
-    min_confidence: float | None = Field(
+    min_confidence: Number | None = Field(
         None, ge=0, le=1, description="Drop rows whose effective confidence is below (default 0.2)."
     )
     score_weights: RecallWeightsIn | None = Field(

@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import StrictModel
+from app.input_rules import Integer
 from app.rerank.base import MAX_RERANK_TOP_N
 
 MAX_CONTEXT_WINDOW = 10
@@ -17,7 +18,7 @@ MAX_CONTEXT_WINDOW = 10
 class RerankOptions(StrictModel):
     """Reranking of this request's fused top-N."""
 
-    top_n: int | None = Field(
+    top_n: Integer | None = Field(
         None,
         ge=1,
         le=MAX_RERANK_TOP_N,

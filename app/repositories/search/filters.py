@@ -5,6 +5,7 @@ The WHERE clause is assembled from fixed fragments; every user value travels as 
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,12 +57,17 @@ def where_clause(sql: Sql, f: CandidateFilter) -> str:
         "(m.validity IS NULL OR m.validity = 'active')",
     ]
     if f.min_confidence > 0:
-        # confidence · exp(−rate · days) ≥ min, rearranged: exp() underflows (an error in
-        # PostgreSQL) for a fact that has faded long ago, and one such row broke every search.
+        # confidence · exp(−rate · days) ≥ min, taken as logarithms: rate · days ≤ ln(confidence)
+        # − ln(min). PostgreSQL raises on a float result that under- or overflows, and one row
+        # whose term did that broke every search: exp() of a fact that faded long ago underflows,
+        # so does confidence / min for a tiny confidence, and a tiny min overflows it. Logarithms
+        # of positive numbers never do; the product cannot either, since the schema keeps a rate
+        # at 0 or in [1e-6, 10] (0018) and the age in days is 0 or past 1e-11 (a microsecond).
+        # ln() only ever sees a positive confidence: CASE, unlike AND, fixes the order.
         clauses.append(
-            "(m.confidence IS NULL OR (m.confidence > 0 AND m.decay_rate * "
-            "extract(epoch FROM now() - m.last_confirmed_at) / 86400.0 "
-            f"<= ln(m.confidence / {sql.bind(f.min_confidence)}::float8)))"
+            "(m.confidence IS NULL OR CASE WHEN m.confidence > 0 THEN m.decay_rate * "
+            "(extract(epoch FROM now() - m.last_confirmed_at) / 86400.0) "
+            f"<= ln(m.confidence) - {sql.bind(math.log(f.min_confidence))}::float8 ELSE false END)"
         )
     if f.scope is not None:
         scope = sql.bind(f.scope)
