@@ -52,6 +52,63 @@ def chunk_search_terms(path: str, chunk: CodeChunk) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+@dataclass(frozen=True, slots=True)
+class _PreparedFile:
+    """One changed file, parsed and embedded, ready to replace its stored version."""
+
+    path: str
+    file_hash: str
+    language: str
+    rows: list[memory_repo.NewMemory]
+    symbols: list[code_repo.SymbolRow]
+    edges: list[code_repo.EdgeRow]
+
+
+async def _prepare_file(
+    embedder: Embedder | None, *, repository: str, path: str, content: str, language: str, now: datetime
+) -> _PreparedFile:
+    """Parse and embed one file: the slow part of an upload, done before any transaction opens."""
+    # Parsing (tree-sitter or ast) a 1 MiB file is CPU work: in a thread, off the event loop.
+    chunks = await asyncio.to_thread(parse_code, path, content)
+    rows = [
+        memory_repo.NewMemory(
+            id=uuid.uuid4(),
+            kind="code",
+            content=chunk.content,
+            search_text=search_text_for(chunk.content, chunk_search_terms(path, chunk)),
+            script=dominant_script(chunk.content),
+            created_at=now,
+            path=path,
+            start_line=chunk.start_line,
+            end_line=chunk.end_line,
+            content_hash=content_hash(chunk.content),
+            repository=repository,
+            symbol=chunk.symbol,
+            symbol_kind=chunk.symbol_kind,
+            language=language,
+            parent_symbol=chunk.parent_symbol,
+        )
+        for chunk in chunks
+    ]
+    if embedder is not None and rows:
+        vectors = await embedder.embed_documents([_embedding_text(path, c) for c in chunks])
+        for row, vector in zip(rows, vectors, strict=True):
+            row.embedding = vector
+    symbols = [
+        code_repo.SymbolRow(
+            row.id, name, chunk.symbol_kind, chunk.parent_symbol, chunk.start_line, chunk.end_line
+        )
+        for row, chunk in zip(rows, chunks, strict=True)
+        for name in dict.fromkeys(chunk.declared)
+    ]
+    edges = [
+        code_repo.EdgeRow(row.id, chunk.symbol, ref.name, ref.kind, ref.line)
+        for row, chunk in zip(rows, chunks, strict=True)
+        for ref in chunk.references
+    ]
+    return _PreparedFile(path, content_hash(content), language, rows, symbols, edges)
+
+
 async def ingest_files(
     db: Database,
     embedder: Embedder | None,
@@ -61,7 +118,12 @@ async def ingest_files(
     files: list[tuple[str, str]],
     quota: Quota | None = None,
 ) -> IngestStats:
-    """Index files of a repository; files whose content hash is unchanged are skipped."""
+    """Index files of a repository, all or nothing; files whose content hash is unchanged are skipped.
+
+    Every file is parsed and embedded first, then all of them replace their stored versions in
+    one transaction, which checks the quota once at its end: an upload that fails anywhere (the
+    quota, the embedder, the database) leaves the repository as it was, never a part of itself.
+    """
     tenant_id = principal.tenant_id
     stats = IngestStats()
     for path, _ in files:
@@ -69,78 +131,53 @@ async def ingest_files(
     async with db.transaction([tenant_id], readonly=True) as conn:
         known = await code_repo.list_files(conn, tenant_id=tenant_id, repository=repository)
     now = datetime.now(UTC)
+    prepared: list[_PreparedFile] = []
     for path, content in files:
         language = detect_language(path)
         if language is None:
             stats.unsupported.append(path)
             continue
-        file_hash = content_hash(content)
-        if known.get(path) == file_hash:
+        if known.get(path) == content_hash(content):
             stats.skipped += 1
             continue
-        # Parsing (tree-sitter or ast) a 1 MiB file is CPU work: in a thread, off the event loop.
-        chunks = await asyncio.to_thread(parse_code, path, content)
-        rows = [
-            memory_repo.NewMemory(
-                id=uuid.uuid4(),
-                kind="code",
-                content=chunk.content,
-                search_text=search_text_for(chunk.content, chunk_search_terms(path, chunk)),
-                script=dominant_script(chunk.content),
-                created_at=now,
-                path=path,
-                start_line=chunk.start_line,
-                end_line=chunk.end_line,
-                content_hash=content_hash(chunk.content),
-                repository=repository,
-                symbol=chunk.symbol,
-                symbol_kind=chunk.symbol_kind,
-                language=language,
-                parent_symbol=chunk.parent_symbol,
+        prepared.append(
+            await _prepare_file(
+                embedder, repository=repository, path=path, content=content, language=language, now=now
             )
-            for chunk in chunks
-        ]
-        if embedder is not None and rows:
-            vectors = await embedder.embed_documents([_embedding_text(path, c) for c in chunks])
-            for row, vector in zip(rows, vectors, strict=True):
-                row.embedding = vector
-        symbols = [
-            code_repo.SymbolRow(
-                row.id, name, chunk.symbol_kind, chunk.parent_symbol, chunk.start_line, chunk.end_line
-            )
-            for row, chunk in zip(rows, chunks, strict=True)
-            for name in dict.fromkeys(chunk.declared)
-        ]
-        edges = [
-            code_repo.EdgeRow(row.id, chunk.symbol, ref.name, ref.kind, ref.line)
-            for row, chunk in zip(rows, chunks, strict=True)
-            for ref in chunk.references
-        ]
-        async with db.transaction([tenant_id]) as conn:
+        )
+
+    async def work(conn: asyncpg.Connection) -> None:
+        # Path locks in one order, so two uploads sharing files cannot deadlock on them.
+        for path in sorted({f.path for f in prepared}):
             await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=f"{repository}:{path}")
-            await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=path)
-            await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
-            if rows:
-                await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
+        for f in prepared:
+            await code_repo.delete_file(conn, tenant_id=tenant_id, repository=repository, path=f.path)
+            await memory_repo.insert_memories(conn, tenant_id=tenant_id, rows=f.rows)
             await code_repo.insert_symbols(
-                conn, tenant_id=tenant_id, repository=repository, path=path, symbols=symbols
+                conn, tenant_id=tenant_id, repository=repository, path=f.path, symbols=f.symbols
             )
             await code_repo.insert_edges(
-                conn, tenant_id=tenant_id, repository=repository, path=path, edges=edges
+                conn, tenant_id=tenant_id, repository=repository, path=f.path, edges=f.edges
             )
             await code_repo.upsert_file(
                 conn,
                 tenant_id=tenant_id,
                 repository=repository,
-                path=path,
-                content_hash=file_hash,
-                language=language,
+                path=f.path,
+                content_hash=f.file_hash,
+                language=f.language,
             )
+        if any(f.rows for f in prepared):
+            await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
+
+    if prepared:
+        await db.run([tenant_id], work)
+    for f in prepared:
         stats.files += 1
-        stats.chunks += len(rows)
-        stats.embedded += len(rows) if embedder is not None else 0
-        stats.symbols += len(symbols)
-        stats.edges += len(edges)
+        stats.chunks += len(f.rows)
+        stats.embedded += len(f.rows) if embedder is not None else 0
+        stats.symbols += len(f.symbols)
+        stats.edges += len(f.edges)
     return stats
 
 
