@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.db import UNAVAILABLE_ERRORS
 from app.embeddings.base import EmbeddingUnavailable
@@ -68,13 +69,52 @@ def model_error_details(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def invalid_input(details: list[dict[str, Any]]) -> ApiError:
-    """The error for input that fails validation: 422, or 413 when something is too long."""
+    """The 422 for input that fails validation, a field too long included.
+
+    413 is the body-size cap's alone (before parsing, R-I4a): a field over its length is a
+    value the client can fix in place, like any other invalid value.
+    """
     first = details[0] if details else {"loc": [], "msg": "invalid request"}
     where = ".".join(p for p in first["loc"] if p != "body") or "request"
     message = str(first["msg"]) if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
-    if any(d["type"] in {"string_too_long", "too_long"} for d in details):
-        return ApiError(413, "payload_too_large", message, details)
     return ApiError(422, "validation_error", message, details)
+
+
+def request_media_type(request: Request) -> str:
+    """The request's Content-Type without parameters, lower case; empty when none was sent."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def is_json_media_type(media_type: str) -> bool:
+    """application/json or any +json type."""
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
+def unsupported_media_type(media_type: str, details: Any = None) -> ApiError:
+    """The 415 for a body that was not sent as JSON."""
+    return ApiError(
+        415,
+        "unsupported_media_type",
+        f"send the body as JSON with 'Content-Type: application/json' (got {media_type or 'none'!r})",
+        details,
+    )
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> str:
+    """The Allow header of a 405: every method some route takes at this path, not only the first's.
+
+    Asked of the router one method at a time: included routers match lazily and list no methods.
+    """
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
+    return ", ".join(allowed)
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -131,29 +171,22 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "http_error")
-        return JSONResponse(
-            error_body(code, str(exc.detail)),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
-        )
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         details = _validation_details(exc)
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        body_not_json = media_type != "application/json" and not media_type.endswith("+json")
+        media_type = request_media_type(request)
+        body_not_json = not is_json_media_type(media_type)
         if body_not_json and any(d["loc"] == ["body"] for d in details):
             # curl -d without a Content-Type header sends form encoding: the JSON is never parsed.
-            return JSONResponse(
-                error_body(
-                    "unsupported_media_type",
-                    f"send the body as JSON with 'Content-Type: application/json' (got {media_type or 'none'!r})",
-                    details,
-                ),
-                status_code=415,
-            )
+            error = unsupported_media_type(media_type, details)
+            return JSONResponse(error_body(error.code, error.message, details), status_code=error.status)
         error = invalid_input(details)
         return JSONResponse(error_body(error.code, error.message, details), status_code=error.status)
 

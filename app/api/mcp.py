@@ -24,7 +24,15 @@ from app.api.deps import ensure_role, get_principal, get_state
 from app.api.mcp_tools import TOOLS, Tool
 from app.auth import Principal
 from app.config import Settings
-from app.errors import ApiError, error_body, invalid_input, model_error_details
+from app.errors import (
+    ApiError,
+    error_body,
+    invalid_input,
+    is_json_media_type,
+    model_error_details,
+    request_media_type,
+    unsupported_media_type,
+)
 from app.redaction import describe_exception
 from app.state import ServiceState
 
@@ -178,6 +186,10 @@ class McpEndpoint:
             )
         state = await get_state(request)
         principal = await get_principal(request, state.db)
+        media_type = request_media_type(request)
+        if not is_json_media_type(media_type):
+            # The SDK's own answer is a plain-text 400 quoting its validation text.
+            raise unsupported_media_type(media_type)
         await self.manager.handle_request({**scope, _CALLER: _Caller(state, principal)}, receive, send)
 
 

@@ -35,8 +35,11 @@ _WRITE_BY_ID: dict[int | str, dict[str, Any]] = {
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, unknown or revoked API key."},
     403: {"description": "Needs the writer role."},
-    413: {"description": "Content over 64 KiB, or a batch of more than 1,000 items."},
-    422: {"description": "Invalid field; `error.details` lists each problem."},
+    413: {"description": "The tenant's storage quota reached (`quota_exceeded`)."},
+    422: {
+        "description": "Invalid field (content over 64 KiB, a batch of more than 1,000 items too); "
+        "`error.details` lists each problem."
+    },
 }
 
 

@@ -27,10 +27,10 @@ _COMMON_ERRORS = {
     "401": "Missing, unknown or revoked API key.",
     "403": "The key's role does not allow this operation (or the Origin may not call /mcp).",
     "404": "No such memory, file or tenant here (ids of other tenants look the same).",
-    "413": "Body over the operation's size cap (before auth), a field over its limit, or the tenant's "
-    "storage quota reached (`quota_exceeded`); do not retry unchanged.",
+    "413": "Body over the operation's size cap (before auth), or the tenant's storage quota reached "
+    "(`quota_exceeded`); do not retry unchanged.",
     "415": "The body is not `Content-Type: application/json`.",
-    "422": "Invalid request; `error.details` lists each problem.",
+    "422": "Invalid request (a field over its length limit too); `error.details` lists each problem.",
     "429": "This key is over its rate limit; retry after the `Retry-After` seconds.",
     "503": "The database is unavailable for a moment; retry after the `Retry-After` seconds.",
 }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 from pydantic import ValidationError
@@ -13,6 +13,13 @@ from app.errors import ApiError, model_error_details
 from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
 
 router = APIRouter(prefix="/v1", tags=["scopes"])
+
+# In Annotated, so FastAPI keeps ScopeName's length and pattern: as `= Path(...)` it dropped
+# them and a 65-character scope was accepted here while every write refused it.
+ScopePath = Annotated[
+    ScopeName,
+    Path(description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}),
+]
 
 _TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
 
@@ -42,9 +49,7 @@ async def put_settings(
     request: Request,
     db: DbDep,
     principal: Admin,
-    scope: ScopeName = Path(
-        ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
-    ),
+    scope: ScopePath,
 ) -> ScopeSettings:
     """Replace the settings of one scope: JSON, or a butler.toml text with Content-Type application/toml."""
     raw = await request.body()
@@ -80,9 +85,7 @@ async def put_settings(
 async def get_settings(
     db: DbDep,
     principal: Reader,
-    scope: ScopeName = Path(
-        ..., description="Scope name (usually a butler).", openapi_examples={"example": {"value": "health"}}
-    ),
+    scope: ScopePath,
 ) -> Any:
     """The stored settings of one scope (empty object when none)."""
     return await read_scope_settings(db, tenant_id=principal.tenant_id, scope=scope)

@@ -19,8 +19,9 @@ router = APIRouter(prefix="/v1", tags=["retrieval"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing, unknown or revoked API key."},
     403: {"description": "Cross-tenant retrieval without an operator key."},
-    413: {"description": "Query longer than 4,000 characters."},
-    422: {"description": "Invalid field; `error.details` lists each problem."},
+    422: {
+        "description": "Invalid field (a query over 4,000 characters too); `error.details` lists each problem."
+    },
 }
 
 

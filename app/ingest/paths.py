@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import PurePosixPath
+from urllib.parse import unquote
 
 from app.errors import ApiError
 
@@ -31,6 +32,8 @@ MAX_CODE_FILE_CHARS = 1024 * 1024
 # lone surrogates (not storable) and line/paragraph separators.
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _TERM_SEPARATORS = re.compile(r"[/._-]+")
+# `C:/x.md` or `c:x.md`: absolute (or drive-relative) the moment a Windows client reads it back.
+_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 def detect_language(path: str) -> str | None:
@@ -41,6 +44,10 @@ def detect_language(path: str) -> str | None:
 def is_document(path: str) -> bool:
     """Whether the path names a markdown or text file."""
     return PurePosixPath(path.lower()).suffix in DOCUMENT_SUFFIXES
+
+
+def _bad_segment(segment: str) -> bool:
+    return segment in ("", ".", "..") or "/" in segment or "\\" in segment
 
 
 def validate_relative_path(path: str) -> str:
@@ -57,10 +64,16 @@ def validate_relative_path(path: str) -> str:
         )
     if "\\" in path:
         raise ApiError(422, "validation_error", f"invalid path {shown}: no backslashes")
-    if path.startswith(("/", "~")):
-        raise ApiError(422, "validation_error", f"invalid path {shown}: must be relative")
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise ApiError(422, "validation_error", f"invalid path {shown}: no '.', '..' or empty segments")
+    if path.startswith(("/", "~")) or _DRIVE.match(path):
+        raise ApiError(422, "validation_error", f"invalid path {shown}: must be relative (no root or drive)")
+    # A segment is also judged as a URL would decode it: `%2e%2e` is `..` to whatever later
+    # turns the path into a URL or a file name.
+    if any(_bad_segment(unquote(part)) for part in path.split("/")):
+        raise ApiError(
+            422,
+            "validation_error",
+            f"invalid path {shown}: no '.', '..' or empty segments, even percent-encoded",
+        )
     return path
 
 

@@ -95,7 +95,7 @@ async def test_any_punctuation_is_safe(client: httpx.AsyncClient, make_tenant: T
         empty = await _search(client, tenant, query=blank)
         assert empty["results"] == []
     too_long = await client.post("/v1/search", json={"query": "x" * 4001}, headers=tenant.headers("reader"))
-    assert too_long.status_code == 413
+    assert too_long.status_code == 422
     assert "4000" in too_long.json()["error"]["message"]
     too_many = await client.post(
         "/v1/search", json={"query": "x", "limit": 101}, headers=tenant.headers("reader")
