@@ -134,6 +134,34 @@ async def test_a_fresh_data_directory_takes_the_providers_dimension_and_answers_
                             assert answer.json()["results"][0]["id"] == ids[FACTS[0]]
                 finally:
                     await owner.close()
+                # Document chunks and code chunks are embedded by the same model, into the same columns.
+                document = {
+                    "path": "notes/birds.md",
+                    "content": "# Birds\n\nThe quetzalcoatlus flew over Tirana.",
+                }
+                assert (await http.put("/v1/documents", json=document, headers=headers)).status_code == 200
+                code = {
+                    "repository": "svc",
+                    "files": [
+                        {
+                            "path": "keys.py",
+                            "content": "def rotate_api_key(tenant):\n    return new_key(tenant)\n",
+                        }
+                    ],
+                }
+                assert (await http.put("/v1/code/files", json=code, headers=headers)).status_code == 200
+                for types, query, path in (
+                    (["document"], "quetzalcoatlus over Tirana", "notes/birds.md"),
+                    (["code"], "rotate api key", "keys.py"),
+                ):
+                    answer = await http.post(
+                        "/v1/search",
+                        json={"query": query, "mode": "semantic", "types": types},
+                        headers=headers,
+                    )
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["embedding_used"] is True
+                    assert answer.json()["results"][0]["path"] == path
         # The key went to the endpoint as a bearer token, and every request named the model.
         assert set(stub.authorizations) == {"Bearer sk-test-secret"}
         assert {r["model"] for r in stub.requests} == {f"stub-{dim}"}
