@@ -7,7 +7,15 @@ import logging
 import os
 import sys
 
-from app.cli.admin import cmd_keys, cmd_migrate, cmd_scopes, cmd_serve, cmd_tenants, cmd_vectors
+from app.cli.admin import (
+    cmd_embeddings,
+    cmd_keys,
+    cmd_migrate,
+    cmd_scopes,
+    cmd_serve,
+    cmd_tenants,
+    cmd_vectors,
+)
 from app.cli.common import CliError
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
 from app.config import get_settings
@@ -86,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         "until stopped (default: sweep once)",
     )
     vectors.set_defaults(handler=cmd_vectors)
+
+    embeddings = sub.add_parser("embeddings", help="the embedding model of the stored vectors")
+    embeddings_sub = embeddings.add_subparsers(dest="embeddings_command", required=True)
+    embeddings_sub.add_parser(
+        "status", help="the recorded model, the embedding columns' type, how many memories have a vector"
+    )
+    embeddings.set_defaults(handler=cmd_embeddings)
 
     index = sub.add_parser("index", help="upload markdown memory files (or --code source) from a folder")
     index.add_argument("directory")

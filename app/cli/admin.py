@@ -207,3 +207,25 @@ def cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
 
     asyncio.run(work())
     return 0
+
+
+def cmd_embeddings(_: argparse.Namespace, settings: Settings) -> int:
+    """`recalld embeddings status`: the recorded model, the columns' type, how many memories have a vector."""
+    from app.repositories import embedding_storage as storage
+    from app.repositories.vector_indexes import see_every_tenant
+
+    async def work(conn: asyncpg.Connection) -> None:
+        async with conn.transaction():
+            await see_every_tenant(conn)
+            recorded = await storage.recorded_model(conn)
+            column = await storage.stored_column_type(conn)
+            total, embedded = await storage.vector_counts(conn)
+        if recorded is None:
+            print("model: none recorded yet (the first `serve` with an embedding provider records it)")
+        else:
+            print(f"model: {recorded['provider']}/{recorded['model']}, {recorded['dim']} dimensions")
+        print(f"columns: {column}")
+        print(f"memories: {total}, with a vector: {embedded}")
+
+    asyncio.run(with_connection(settings, work))
+    return 0

@@ -61,6 +61,13 @@ async def any_vector_stored(conn: asyncpg.Connection) -> bool:
     return found
 
 
+async def vector_counts(conn: asyncpg.Connection) -> tuple[int, int]:
+    """(memories, memories with a vector), over the tenants row-level security lets this transaction see."""
+    row = await conn.fetchrow("SELECT count(*) AS total, count(embedding) AS embedded FROM memory")
+    assert row is not None
+    return int(row["total"]), int(row["embedded"])
+
+
 async def resize_columns(conn: asyncpg.Connection, column: str) -> None:
     """Give both embedding columns the type `column` (from column_type); inside a transaction, no vector stored.
 

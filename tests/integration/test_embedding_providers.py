@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from app.repositories import tenants as tenant_repo
 from app.services.vector_indexes import sweep
 from app.startup import StartupError
 from app.state import ServiceState
-from tests.conftest import running
+from tests.conftest import TenantFactory, running
 from tests.embedding_stub import embedding_stub
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -413,3 +414,31 @@ async def test_an_external_database_is_sized_by_migrate_and_served_by_the_servin
                 await conn.close()
     finally:
         await admin_conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_embeddings_status_shows_the_recorded_model_the_columns_and_the_vectors(
+    app: object, data_dir: Path, make_tenant: TenantFactory, client: httpx.AsyncClient
+) -> None:
+    tenant = await make_tenant("status")
+    assert (
+        await client.post("/v1/facts", json={"content": "one"}, headers=tenant.headers())
+    ).status_code == 201
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(RECALLD_DATA_DIR=str(data_dir), HF_HUB_OFFLINE="1")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        "embeddings",
+        "status",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await process.communicate()
+    assert process.returncode == 0, stderr.decode()
+    lines = stdout.decode().splitlines()
+    assert lines[:2] == ["model: local/all-MiniLM-L6-v2, 384 dimensions", "columns: vector(384)"]
+    total, embedded = (int(n) for n in re.findall(r"\d+", lines[2]))
+    assert lines[2].startswith("memories: ") and total >= embedded >= 1
