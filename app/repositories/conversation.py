@@ -30,7 +30,8 @@ async def neighbour_turns(
 ) -> list[NeighbourTurn]:
     """Up to `window` live turns before and after each episode hit, same tenant, session and butler.
 
-    Session order is created_at, then id. Each side is one range scan of
+    Session order is created_at, then id: ids are time-ordered (app.ids), so turns sharing a
+    created_at follow their write order (R-S17). Each side is one range scan of
     memory_episode_session_idx bounded by LIMIT, whatever the session's length.
     """
     if not hit_ids or window <= 0:

@@ -19,6 +19,7 @@ from app.auth import Principal
 from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
+from app.ids import time_ordered_uuid
 from app.repositories import chunks as chunk_repo
 from app.repositories import code as code_repo
 from app.repositories import documents as doc_repo
@@ -102,7 +103,8 @@ def memory_to_dict(row: Mapping[str, Any], now: datetime | None = None) -> dict[
 def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
     created = item.created_at or now
     row = repo.NewMemory(
-        id=uuid.uuid4(),
+        # Time-ordered: turns sharing a created_at keep their write order in a session (R-S17).
+        id=time_ordered_uuid(),
         kind=item.kind,
         content=item.content,
         search_text=search_text_for(item.content, item.tags),

@@ -202,3 +202,33 @@ async def _store_at(
     assert response.status_code == 201, response.text
     stored: dict[str, Any] = response.json()
     return stored
+
+
+async def test_turns_sharing_a_created_at_keep_their_write_order(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    # A transcript importer stores every turn of a session with the session's date: session order
+    # is then write order (batch position, then the next batch), never a random id (R-S17).
+    tenant = await make_tenant()
+    first = [f"Turn {i}: we talked about item number {i}." for i in range(6)]
+    second = [f"Turn {i}: we talked about item number {i}." for i in range(6, 10)]
+    ids: list[str] = []
+    for turns in (first, second):
+        items = [
+            {
+                "type": "episode",
+                "content": text,
+                "butler": "chat",
+                "session_id": "s1",
+                "created_at": START.isoformat(),
+            }
+            for text in turns
+        ]
+        response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+        assert response.status_code == 201, response.text
+        ids += [item["id"] for item in response.json()["items"]]
+    # Turn 7 is indexed with turn 6 before it, so both match; the hit on turn 6 is the one looked at.
+    result = await _search(client, tenant, "Turn 6 item number 6", limit=2, context_window=3, min_score=0)
+    hit = _hit(result, ids[6])
+    assert [t["id"] for t in hit["context"]] == [ids[3], ids[4], ids[5], ids[7], ids[8], ids[9]]
+    assert [t["offset"] for t in hit["context"]] == [-3, -2, -1, 1, 2, 3]
