@@ -142,7 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--dump-legs",
         default=None,
         metavar="DIR",
-        help="also write each query's keyword and semantic top-100 (ids, raw scores) to DIR/<set>.jsonl",
+        help="also write each query's keyword and semantic top-100 (ids, raw scores, the query terms' idf) "
+        "to DIR/<set>.jsonl (with --abstention, the negatives' to DIR/negatives.jsonl)",
+    )
+    evaluation.add_argument(
+        "--locomo-format",
+        choices=("episodes", "transcript", "both"),
+        default="episodes",
+        help="how conversation turns are stored: episodes ('speaker: text', a second apart), transcript "
+        "('Speaker (1:56 pm on 8 May, 2023): text', every turn at its session's date, in batches), or both",
+    )
+    evaluation.add_argument(
+        "--abstention",
+        action="store_true",
+        help="also ask negatives (each set's queries in another set's tenant; a conversation's questions "
+        "naming its people in another conversation) and report what default settings answer",
     )
     evaluation.add_argument(
         "--url",

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -58,24 +59,43 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if stats.failed else 0
 
 
+def _eval_sets(args: argparse.Namespace) -> list[Any]:
+    from app.evaluation.locomo import TurnFormat
+    from app.evaluation.runner import load_set
+
+    formats: list[TurnFormat] = (
+        ["episodes", "transcript"] if args.locomo_format == "both" else [args.locomo_format]
+    )
+    sets = []
+    for p in args.datasets:
+        # A BEIR folder reads the same in every format: once is enough.
+        loaded = {s.name: s for s in (load_set(Path(p), f) for f in formats)}
+        sets += [s.limited(args.limit_queries) for s in loaded.values()]
+    return sets
+
+
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
+    from app.evaluation import abstention
     from app.evaluation.runner import (
         DEFAULT_RUNS,
         EvalSet,
         Run,
         SetReport,
+        TermIdf,
+        cross_conversation_probes,
+        cross_set_probes,
         dump_legs,
         evaluate,
         ingest,
         keyword_agreement,
-        load_set,
+        positive_probes,
         summary_markdown,
     )
 
     try:
-        sets = [load_set(Path(p)).limited(args.limit_queries) for p in args.datasets]
+        sets: list[EvalSet] = _eval_sets(args)
         runs = [Run.parse(r) for r in args.runs or DEFAULT_RUNS]
     except (OSError, ValueError) as exc:
         raise CliError(str(exc)) from exc
@@ -85,30 +105,65 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     dump_dir = Path(args.dump_legs) if args.dump_legs else None
     if dump_dir is not None:
         dump_dir.mkdir(parents=True, exist_ok=True)
+        for old in dump_dir.glob("*.jsonl"):
+            old.unlink()
 
-    async def run_set(client: httpx.AsyncClient, eval_set: EvalSet) -> SetReport:
-        seconds = await ingest(client, eval_set)
-        if dump_dir is not None:
-            await dump_legs(client, eval_set, dump_dir / f"{eval_set.name}.jsonl")
-        results, ranker = await evaluate(client, eval_set, runs, limit=args.limit)
-        report = SetReport(eval_set, seconds, ranker, results)
-        if any(run.mode == "keyword" for run in runs):
-            report.keyword_agreement = await keyword_agreement(client, eval_set)
-        return report
+    Target = tuple[EvalSet, httpx.AsyncClient, TermIdf | None]
 
-    async def in_process() -> list[SetReport]:
+    async def run_sets(targets: list[Target]) -> tuple[list[SetReport], str | None]:
+        reports = []
+        for eval_set, client, idf in targets:
+            seconds = await ingest(client, eval_set)
+            if dump_dir is not None:
+                await dump_legs(client, positive_probes(eval_set), dump_dir / f"{eval_set.name}.jsonl", idf)
+            results, ranker = await evaluate(client, eval_set, runs, limit=args.limit)
+            report = SetReport(eval_set, seconds, ranker, results)
+            if any(run.mode == "keyword" for run in runs):
+                report.keyword_agreement = await keyword_agreement(client, eval_set)
+            reports.append(report)
+        if not args.abstention:
+            return reports, None
+        positives, negatives = [], []
+        for eval_set, client, _ in targets:
+            positives += await abstention.ask_probes(
+                client, positive_probes(eval_set), f"{eval_set.name} positives"
+            )
+        for i, (eval_set, client, idf) in enumerate(targets):
+            probes = cross_conversation_probes(eval_set)
+            # The nearest set before it that asks other questions (one set stored two ways asks the same).
+            sources = [
+                t[0] for t in targets[i - 1 :: -1] + targets[:i:-1] if t[0].queries != eval_set.queries
+            ]
+            if sources:
+                probes = cross_set_probes(sources[0], eval_set) + probes
+            negatives += await abstention.ask_probes(client, probes, f"negatives in {eval_set.name}")
+            if dump_dir is not None:
+                await dump_legs(client, probes, dump_dir / "negatives.jsonl", idf)
+        return reports, abstention.markdown(positives, negatives)
+
+    async def in_process() -> tuple[list[SetReport], str | None]:
         from app.main import create_app
+        from app.repositories.keyword_stats import query_term_idf
+        from app.retrieval.query import keyword_query_text, parse_query
 
         # One tenant per set in the configured database, written through the normal API path;
         # --reuse keeps it under a name derived from the set's content, so the next run skips loading.
         dsn = await prepare_database(settings)
         conn = await connect(dsn)
         created: list[str] = []
+
+        def idf_of(tenant_id: str) -> TermIdf:
+            async def idf(text: str) -> list[float]:
+                query = keyword_query_text(parse_query(text))
+                return await query_term_idf(conn, tenant_ids=[tenant_id], query_text=query) if query else []
+
+            return idf
+
         try:
             # The eval's own server measures quality: its per-key rate limit would only slow the run.
             app = create_app(settings.model_copy(update={"rate_limit_per_second": 0}))
-            reports = []
-            async with app.router.lifespan_context(app):
+            async with app.router.lifespan_context(app), AsyncExitStack() as stack:
+                targets: list[Target] = []
                 for eval_set in sets:
                     name = f"eval-{eval_set.name}-{eval_set.fingerprint()}"
                     known = {t.name: t for t in await tenant_service.list_tenants(conn)}
@@ -121,31 +176,36 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                     key = await tenant_service.create_key(
                         conn, tenant=tenant.name, role="writer", operator=False
                     )
-                    headers = {"Authorization": f"Bearer {key}"}
-                    async with httpx.AsyncClient(
-                        transport=httpx.ASGITransport(app=app),
-                        base_url="http://recalld",
-                        headers=headers,
-                        timeout=600,
-                    ) as client:
-                        reports.append(await run_set(client, eval_set))
-            return reports
+                    client = await stack.enter_async_context(
+                        httpx.AsyncClient(
+                            transport=httpx.ASGITransport(app=app),
+                            base_url="http://recalld",
+                            headers={"Authorization": f"Bearer {key}"},
+                            timeout=600,
+                        )
+                    )
+                    targets.append((eval_set, client, idf_of(tenant.id)))
+                return await run_sets(targets)
         finally:
             for tenant_id in created:
                 await tenant_service.delete_tenant(conn, tenant_id)
             await conn.close()
 
-    async def remote() -> list[SetReport]:
+    async def remote() -> tuple[list[SetReport], str | None]:
         headers = {"Authorization": f"Bearer {api_key(args, settings)}"}
         async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=600) as client:
-            return [await run_set(client, s) for s in sets]
+            return await run_sets([(s, client, None) for s in sets])
 
-    reports = asyncio.run(remote() if args.url else in_process())
-    print(f"limit {args.limit}; headline metric per set (nDCG@10, or evidence recall@10 for conversations)\n")
+    reports, abstained = asyncio.run(remote() if args.url else in_process())
+    print(f"limit {args.limit}; headline metric per set (nDCG@10, or evidence recall@10 for conversations)")
+    print("quality is measured with min_score 0 (the best-effort list), comparable across versions\n")
     print(summary_markdown(reports))
     for report in reports:
         print()
         print(report.markdown())
+    if abstained is not None:
+        print("\n### Abstention: default settings against `min_score: 0`, default fusion\n")
+        print(abstained)
     return 0
 
 

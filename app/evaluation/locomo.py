@@ -7,7 +7,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+# How turns are stored: "episodes" as an agent would (`speaker: text`, one second apart),
+# "transcript" as a transcript importer would (`Speaker (1:56 pm on 8 May, 2023): text`, every turn
+# of a session at the session's date, so only write order keeps the conversation's order).
+TurnFormat = Literal["episodes", "transcript"]
 
 # "1:56 pm on 8 May, 2023": LoCoMo's session time stamps.
 _SESSION_TIME = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})\s*$", re.I)
@@ -55,6 +60,8 @@ class Question:
     agent: str
     evidence: frozenset[str]
     category: int
+    # The conversation's speakers named in the question (negatives ask it where they never spoke).
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,8 @@ class ConversationSet:
 
     turns: list[Turn]
     questions: list[Question]
+    # Each conversation's agent, in file order.
+    agents: tuple[str, ...] = ()
 
 
 def parse_session_time(text: str) -> datetime:
@@ -74,7 +83,9 @@ def parse_session_time(text: str) -> datetime:
     return datetime(int(match[6]), _MONTHS[match[5].lower()], int(match[4]), hour, int(match[2]), tzinfo=UTC)
 
 
-def _turn_content(turn: dict[str, Any]) -> str:
+def _turn_content(turn: dict[str, Any], turn_format: TurnFormat, session_time: str) -> str:
+    if turn_format == "transcript":
+        return f"{turn['speaker']} ({session_time.strip()}): {turn['text']}"
     # What an agent would keep of a turn: who said it, what was said, and what picture was shared.
     content = f"{turn['speaker']}: {turn['text']}"
     caption = turn.get("blip_caption")
@@ -83,16 +94,16 @@ def _turn_content(turn: dict[str, Any]) -> str:
     return content
 
 
-def _sessions(conversation: dict[str, Any]) -> list[tuple[str, datetime, list[dict[str, Any]]]]:
+def _sessions(conversation: dict[str, Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
     sessions = []
     for key, turns in conversation.items():
         number = key.removeprefix("session_")
         if key.startswith("session_") and number.isdigit() and isinstance(turns, list):
-            sessions.append((number, parse_session_time(conversation[f"session_{number}_date_time"]), turns))
+            sessions.append((number, str(conversation[f"session_{number}_date_time"]), turns))
     return sorted(sessions, key=lambda s: int(s[0]))
 
 
-def load_locomo(path: Path) -> ConversationSet:
+def load_locomo(path: Path, turn_format: TurnFormat = "episodes") -> ConversationSet:
     """Read a LoCoMo JSON file (a list of conversations, or a folder holding one)."""
     if path.is_dir():
         files = sorted(path.glob("*.json"))
@@ -104,24 +115,31 @@ def load_locomo(path: Path) -> ConversationSet:
         raise ValueError(f"{path} is not a LoCoMo file: expected a list of {{conversation, qa}}")
     turns: list[Turn] = []
     questions: list[Question] = []
+    agents: list[str] = []
     for sample in samples:
         agent = str(sample["sample_id"])
-        for number, started, session in _sessions(sample["conversation"]):
+        agents.append(agent)
+        conversation = sample["conversation"]
+        speakers = tuple(str(conversation[k]) for k in ("speaker_a", "speaker_b") if k in conversation)
+        for number, session_time, session in _sessions(conversation):
+            started = parse_session_time(session_time)
             for position, turn in enumerate(session):
                 turns.append(
                     Turn(
                         id=f"{agent}:{turn['dia_id']}",
                         agent=agent,
                         session_id=f"{agent}:session_{number}",
-                        # A second per turn keeps the conversation's order in created_at.
-                        created_at=started + timedelta(seconds=position),
-                        content=_turn_content(turn),
+                        # Episodes: a second per turn keeps the conversation's order in created_at.
+                        created_at=started + timedelta(seconds=position if turn_format == "episodes" else 0),
+                        content=_turn_content(turn, turn_format, session_time),
                     )
                 )
         for index, qa in enumerate(sample["qa"]):
             evidence = frozenset(f"{agent}:{d}" for e in qa.get("evidence", []) for d in _DIA_ID.findall(e))
             if evidence and int(qa["category"]) != 5:
+                text = str(qa["question"])
+                names = tuple(n for n in speakers if re.search(rf"\b{re.escape(n)}\b", text))
                 questions.append(
-                    Question(f"{agent}:q{index}", str(qa["question"]), agent, evidence, int(qa["category"]))
+                    Question(f"{agent}:q{index}", text, agent, evidence, int(qa["category"]), names)
                 )
-    return ConversationSet(turns=turns, questions=questions)
+    return ConversationSet(turns=turns, questions=questions, agents=tuple(agents))

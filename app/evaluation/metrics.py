@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 
@@ -49,3 +50,16 @@ def summarise(latencies_ms: Sequence[float]) -> dict[str, float]:
         "p99": percentile(latencies_ms, 99),
         "mean": sum(latencies_ms) / len(latencies_ms) if latencies_ms else 0.0,
     }
+
+
+def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    if not positives or not negatives:
+        return 0.0
+    ordered = sorted(negatives)
+    wins = 0.0
+    for p in positives:
+        below = bisect.bisect_left(ordered, p)
+        equal = bisect.bisect_right(ordered, p) - below
+        wins += below + equal / 2
+    return wins / (len(positives) * len(negatives))

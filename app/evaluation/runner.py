@@ -5,15 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
+from app.evaluation.abstention import Probe
 from app.evaluation.beir import load_beir
-from app.evaluation.locomo import load_locomo
+from app.evaluation.locomo import TurnFormat, load_locomo
 from app.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
 from app.progress import progress_bar
 
@@ -34,6 +35,8 @@ class EvalQuery:
     relevance: dict[str, int]
     scope: str | None = None
     category: str | None = None
+    # Conversations: the speakers the question names (see abstention negatives).
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,8 @@ class EvalSet:
     kind: SetKind
     items: list[dict[str, Any]]
     queries: list[EvalQuery]
+    # Conversations: each conversation's agent (its scope), in file order.
+    agents: tuple[str, ...] = ()
 
     @property
     def metric(self) -> str:
@@ -57,7 +62,7 @@ class EvalSet:
 
     def limited(self, count: int) -> EvalSet:
         """The same set with only its first `count` queries (0: all)."""
-        return self if count <= 0 else EvalSet(self.name, self.kind, self.items, self.queries[:count])
+        return self if count <= 0 else replace(self, queries=self.queries[:count])
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +174,8 @@ def _beir_set(folder: Path) -> EvalSet:
     return EvalSet(folder.name, "beir", items, queries)
 
 
-def _conversation_set(path: Path) -> EvalSet:
-    data = load_locomo(path)
+def _conversation_set(path: Path, turn_format: TurnFormat) -> EvalSet:
+    data = load_locomo(path, turn_format)
     items = [
         {
             "type": "episode",
@@ -185,18 +190,23 @@ def _conversation_set(path: Path) -> EvalSet:
         for t in data.turns
     ]
     queries = [
-        EvalQuery(q.id, q.text, dict.fromkeys(q.evidence, 1), scope=q.agent, category=str(q.category))
+        EvalQuery(
+            q.id, q.text, dict.fromkeys(q.evidence, 1), scope=q.agent, category=str(q.category), names=q.names
+        )
         for q in data.questions
     ]
-    return EvalSet(path.stem if path.is_file() else path.name, "conversations", items, queries)
+    name = path.stem if path.is_file() else path.name
+    if turn_format != "episodes":
+        name += f"-{turn_format}"
+    return EvalSet(name, "conversations", items, queries, data.agents)
 
 
-def load_set(path: Path) -> EvalSet:
+def load_set(path: Path, turn_format: TurnFormat = "episodes") -> EvalSet:
     """A BEIR folder (corpus.jsonl…) or a LoCoMo conversation file (or a folder holding one)."""
     if (path / "corpus.jsonl").exists():
         return _beir_set(path)
     if path.suffix == ".json" or (path.is_dir() and any(path.glob("*.json"))):
-        return _conversation_set(path)
+        return _conversation_set(path, turn_format)
     raise FileNotFoundError(f"{path}: neither a BEIR folder (corpus.jsonl) nor a LoCoMo .json")
 
 
@@ -284,26 +294,34 @@ async def evaluate(
     return results, ranker
 
 
-async def dump_legs(client: httpx.AsyncClient, eval_set: EvalSet, path: Path) -> None:
-    """Write each query's keyword and semantic top-DUMP_DEPTH (ids and raw leg scores) as JSON lines.
+# The idf of each query lexeme in the tenant the probe is asked of (calibration's evidence).
+TermIdf = Callable[[str], Awaitable[list[float]]]
+
+
+async def dump_legs(
+    client: httpx.AsyncClient, probes: Sequence[Probe], path: Path, idf: TermIdf | None = None
+) -> None:
+    """Append each probe's keyword and semantic top-DUMP_DEPTH (ids, raw leg scores) as JSON lines.
 
     The raw scores are the ones the service fuses (keyword: BM25 mapped to [0, 1); semantic:
-    cosine), so fusion strategies can be compared offline without asking the service again.
+    cosine), so fusions and calibrations can be fitted offline without asking the service again.
     """
-    bar = progress_bar(len(eval_set.queries), f"dump {eval_set.name}")
-    with path.open("w") as handle:
-        for query in eval_set.queries:
+    bar = progress_bar(len(probes), f"dump {path.stem}")
+    with path.open("a") as handle:
+        for i, probe in enumerate(probes):
+            query = EvalQuery(f"{probe.source}:{i}", probe.text, probe.relevance, scope=probe.scope)
             record: dict[str, Any] = {
-                "set": eval_set.name,
-                "kind": eval_set.kind,
-                "id": query.id,
-                "text": query.text,
-                "category": query.category,
-                "relevance": query.relevance,
+                "set": probe.set_name,
+                "source": probe.source,
+                "text": probe.text,
+                "scope": probe.scope,
+                "relevance": probe.relevance,
             }
             for leg in ("keyword", "semantic"):
                 found, _, _ = await _search(client, query, Run(leg), DUMP_DEPTH)
                 record[leg] = [[_eval_id(r), r["score_breakdown"]["raw_scores"][leg]] for r in found]
+            if idf is not None:
+                record["idf"] = await idf(probe.text)
             handle.write(json.dumps(record) + "\n")
             bar.update()
     bar.close()
@@ -323,3 +341,34 @@ async def keyword_agreement(
         bar.update()
     bar.close()
     return same / total if total else 1.0
+
+
+def positive_probes(eval_set: EvalSet) -> list[Probe]:
+    """The set's own judged queries."""
+    return [Probe(eval_set.name, eval_set.name, q.text, q.scope, q.relevance) for q in eval_set.queries]
+
+
+def cross_set_probes(source: EvalSet, target: EvalSet) -> list[Probe]:
+    """source's queries asked of target's tenant (in its conversations' scopes, in turn)."""
+    scopes: Sequence[str | None] = target.agents or [None]
+    return [
+        Probe(target.name, f"{source.name} queries in {target.name}", q.text, scopes[i % len(scopes)])
+        for i, q in enumerate(source.queries)
+    ]
+
+
+def cross_conversation_probes(eval_set: EvalSet) -> list[Probe]:
+    """A conversation's questions that name its speakers, asked in the next conversation's scope."""
+    agents = eval_set.agents
+    if len(agents) < 2:
+        return []
+    return [
+        Probe(
+            eval_set.name,
+            f"{eval_set.name} questions naming their people, in another conversation",
+            q.text,
+            agents[(agents.index(q.scope) + 1) % len(agents)],
+        )
+        for q in eval_set.queries
+        if q.names and q.scope in agents
+    ]

@@ -64,6 +64,11 @@ def parse_query(text: str) -> ParsedQuery:
     return ParsedQuery(text=stripped, words=words, cjk_runs=runs, cjk_bigrams=_dedupe(cjk_bigrams(stripped)))
 
 
+def keyword_query_text(q: ParsedQuery) -> str:
+    """The text the keyword leg hands to PostgreSQL's parser: the words, then the CJK bigrams."""
+    return " ".join((*q.words, *q.cjk_bigrams))
+
+
 def search_text_for(content: str, extra_terms: Sequence[str] = ()) -> str:
     """What the keyword index sees: content, its CJK bigrams, and extra terms (tags, identifiers).
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.evaluation.locomo import parse_session_time
-from app.evaluation.runner import Run, load_set
+from app.evaluation.metrics import auroc
+from app.evaluation.runner import Run, cross_conversation_probes, cross_set_probes, load_set, positive_probes
 
 CONVERSATION = [
     {
@@ -76,3 +77,45 @@ def test_runs_parse_mode_and_fusion() -> None:
     assert Run.parse("hybrid").label == "hybrid (default)"
     with pytest.raises(ValueError):
         Run.parse("keyword:rrf")
+
+
+def test_transcript_format_stores_every_turn_of_a_session_at_its_date(tmp_path: Path) -> None:
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(CONVERSATION))
+    s = load_set(path, "transcript")
+    assert s.name == "conv-transcript"
+    assert [i["content"] for i in s.items] == [
+        "Ana (1:56 pm on 8 May, 2023): I adopted a cat.",
+        "Bo (1:56 pm on 8 May, 2023): Lovely!",
+        "Ana (9:05 am on 1 June, 2023): The cat is called Miso.",
+    ]
+    # One date per session: only the order the turns are written in keeps the conversation's order.
+    assert [i["created_at"] for i in s.items[:2]] == ["2023-05-08T13:56:00+00:00"] * 2
+    assert load_set(path).items[1]["created_at"] == "2023-05-08T13:56:01+00:00"
+
+
+def test_negatives_ask_questions_where_their_answers_were_never_stored(tmp_path: Path) -> None:
+    other = json.loads(json.dumps(CONVERSATION[0]))
+    other["sample_id"] = "conv-2"
+    other["conversation"]["speaker_a"], other["conversation"]["speaker_b"] = "Cy", "Di"
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([CONVERSATION[0], other]))
+    conversations = load_set(path)
+    # Only questions naming their own conversation's people ("Ana"; not conv-2's, which names no Cy/Di).
+    crossed = cross_conversation_probes(conversations)
+    assert [(p.text, p.scope, p.relevance) for p in crossed] == [("What pet did Ana adopt?", "conv-2", {})]
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": "Cats purr."}) + "\n")
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Do cats purr?"}) + "\n")
+    (beir / "qrels").mkdir()
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    asked = cross_set_probes(load_set(beir), conversations)
+    assert [(p.text, p.scope, p.relevance) for p in asked] == [("Do cats purr?", "conv-1", {})]
+    assert positive_probes(conversations)[0].relevance == {"conv-1:D1:1": 1}
+
+
+def test_auroc_counts_ties_as_half() -> None:
+    assert auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auroc([0.5], [0.5]) == 0.5
+    assert auroc([0.1], [0.9, 0.05]) == 0.5
