@@ -21,7 +21,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import ensure_role, get_principal, get_state
-from app.api.mcp_tools import TOOLS, Tool
+from app.api.mcp_tools import TOOLS, TOOLSETS, Tool, Toolset, listed_tools, toolsets_for
 from app.auth import Principal
 from app.config import Settings
 from app.errors import (
@@ -52,7 +52,22 @@ OPENAPI_PATH_ITEM: dict[str, Any] = {
         "description": "Model Context Protocol through the official SDK: `tools/list` shows the "
         "operations the key's role may call, each a tool named like its REST operation id and "
         "taking the same fields; `tools/call` answers the REST response body as structured "
-        "content, or a tool error carrying the REST error body. One JSON-RPC message per request.",
+        "content, or a tool error carrying the REST error body. One JSON-RPC message per request. "
+        "By default the list holds the toolsets `memory` and `documents` (and, for operator keys, "
+        "the cross-tenant parameters); `toolsets` adds more to the list. Any operation the role "
+        "allows can be called, listed or not.",
+        "parameters": [
+            {
+                "name": "toolsets",
+                "in": "query",
+                "required": False,
+                "description": "Comma-separated toolsets to list besides the defaults: "
+                + ", ".join(TOOLSETS)
+                + ", or all.",
+                "schema": {"type": "string"},
+                "example": "code,tuning",
+            }
+        ],
         "requestBody": {
             "required": True,
             "content": {
@@ -80,6 +95,7 @@ OPENAPI_PATH_ITEM: dict[str, Any] = {
 class _Caller:
     state: ServiceState
     principal: Principal
+    toolsets: frozenset[Toolset]
 
 
 def origin_allowed(origin: str, allowed: Sequence[str]) -> bool:
@@ -93,18 +109,6 @@ def origin_allowed(origin: str, allowed: Sequence[str]) -> bool:
         )
         for pattern in allowed
     )
-
-
-def _describe(tool: Tool) -> types.Tool:
-    return types.Tool(
-        name=tool.name,
-        description=tool.description,
-        input_schema=tool.arguments.model_json_schema(),
-        output_schema=tool.output.model_json_schema(mode="serialization") if tool.output else None,
-    )
-
-
-_DESCRIPTIONS = {name: _describe(tool) for name, tool in TOOLS.items()}
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> _Caller:
@@ -123,10 +127,8 @@ def _text(payload: dict[str, Any]) -> list[types.ContentBlock]:
 async def _list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    principal = _caller(ctx).principal
-    return types.ListToolsResult(
-        tools=[_DESCRIPTIONS[name] for name, tool in TOOLS.items() if principal.may(tool.role)]
-    )
+    caller = _caller(ctx)
+    return types.ListToolsResult(tools=listed_tools(caller.principal, caller.toolsets))
 
 
 async def _run(tool: Tool, caller: _Caller, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +192,10 @@ class McpEndpoint:
         if not is_json_media_type(media_type):
             # The SDK's own answer is a plain-text 400 quoting its validation text.
             raise unsupported_media_type(media_type)
-        await self.manager.handle_request({**scope, _CALLER: _Caller(state, principal)}, receive, send)
+        toolsets = toolsets_for(request.query_params.get("toolsets"))
+        await self.manager.handle_request(
+            {**scope, _CALLER: _Caller(state, principal, toolsets)}, receive, send
+        )
 
 
 def mount_mcp(app: FastAPI, settings: Settings) -> StreamableHTTPSessionManager:

@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal, get_args
 from uuid import UUID
 
+import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic_core import to_jsonable_python
 
-from app.api.schemas.code import CodeFilesIn, RepositoryName, ResearchIn, index_body, listing_body
+from app.api.mcp_schemas import input_schema, output_schema
+from app.api.schemas.code import (
+    CodeFileList,
+    CodeFilesIn,
+    CodeIndexOut,
+    RepositoryName,
+    ResearchIn,
+    ResearchOut,
+    index_body,
+    listing_body,
+)
 from app.api.schemas.common import MemoryType, ScopeName, StrictModel
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
 from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
 from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
 from app.auth import Principal, Role
 from app.db import Database
+from app.errors import ApiError
 from app.ingest.paths import MAX_PATH_CHARS
 from app.input_rules import Integer
 from app.services import code as code_service
@@ -119,6 +131,41 @@ class CodeFileDeleted(BaseModel):
 
 Run = Callable[[ServiceState, Database, Principal, Any], Awaitable[Any]]
 
+# Groups of tools (and of parameters) a connection lists. What an agent needs is listed by default;
+# the rest is opted into with `/mcp?toolsets=code,tuning` (or `all`), so an agent does not pay for
+# schemas it never uses on every turn. Listing is all a toolset changes: any tool the key's role
+# allows can be called, with any parameter of its REST operation.
+Toolset = Literal["memory", "documents", "curation", "import", "scopes", "code", "tuning"]
+TOOLSETS: tuple[Toolset, ...] = get_args(Toolset)
+DEFAULT_TOOLSETS: frozenset[Toolset] = frozenset({"memory", "documents"})
+# A parameter listed only for operator keys (cross-tenant reads), whatever the toolsets.
+OPERATOR: Literal["operator"] = "operator"
+Gate = Toolset | Literal["operator"]
+
+# What a tool does to the tenant's memory, as MCP tool annotations. Every tool works on recalld's
+# own store only (a closed world). Reads count as read-only although they bump reference counts:
+# that bookkeeping changes nothing an agent stored.
+Effect = Literal["read", "add", "update", "replace", "delete"]
+_ANNOTATIONS: dict[Effect, types.ToolAnnotations] = {
+    "read": types.ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # Each call stores one more memory (unless its idempotency_key was seen).
+    "add": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    ),
+    "update": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    # Overwrites what was stored under the same name (a file, a scope's settings).
+    "replace": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+    "delete": types.ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Tool:
@@ -129,17 +176,35 @@ class Tool:
     arguments: type[BaseModel]
     role: Role
     run: Run
-    # Results are validated and serialised by this model, like the REST response body; None: as is.
-    output: type[BaseModel] | None = None
+    # Results are validated and serialised by this model, like the REST response body.
+    output: type[BaseModel]
+    toolset: Toolset
+    effect: Effect
+    # Parameters listed only when their gate is open; the rest of `arguments` always is.
+    gated: Mapping[str, Gate] = field(default_factory=dict)
+    # Shorter descriptions of parameters whose REST description is written for the docs page.
+    hints: Mapping[str, str] = field(default_factory=dict)
     # Like the REST route's response_model_exclude_none.
     exclude_none: bool = False
 
+    @property
+    def annotations(self) -> types.ToolAnnotations:
+        """The MCP annotations of this tool's effect."""
+        return _ANNOTATIONS[self.effect]
+
+    def describe(self, open_gates: frozenset[Gate]) -> types.Tool:
+        """The tools/list entry, with the parameters `open_gates` allow."""
+        hidden = [name for name, gate in self.gated.items() if gate not in open_gates]
+        return types.Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=input_schema(self.arguments, hidden=hidden, hints=dict(self.hints)),
+            output_schema=output_schema(self.output),
+            annotations=self.annotations,
+        )
+
     def serialise(self, result: Any) -> dict[str, Any]:
         """The result as a JSON object shaped like the REST response body."""
-        if self.output is None:
-            # As FastAPI encodes a route's dict: UUIDs, datetimes and the like become JSON values.
-            encoded: dict[str, Any] = to_jsonable_python(result)
-            return encoded
         return self.output.model_validate(result).model_dump(
             mode="json", by_alias=True, exclude_none=self.exclude_none
         )
@@ -245,68 +310,161 @@ async def _research(state: ServiceState, db: Database, who: Principal, args: Res
     )
 
 
+_SEARCH_GATES: dict[str, Gate] = {
+    "tenants": OPERATOR,
+    "all_tenants": OPERATOR,
+    "repository": "code",
+    "file_filter": "code",
+    "exclude_filter": "code",
+    "symbol": "code",
+    "depth": "code",
+    "fusion": "tuning",
+    "weights": "tuning",
+    "min_similarity": "tuning",
+    "min_confidence": "tuning",
+    "half_life_days": "tuning",
+    "exact": "tuning",
+    "rerank": "tuning",
+    "diversity": "tuning",
+}
+_SEARCH_HINTS = {
+    "query": "Words, a question or code.",
+    "mode": "hybrid (keyword + semantic), semantic or keyword.",
+    "types": "Kinds to search (default: all but code).",
+    "scope": "Search `global` and this scope (episodes: this butler's).",
+    "limit": "Most results, 1-100.",
+    "context_window": "Episode hits: attach up to this many turns before and after, of the same session, "
+    "as `context` (0-10).",
+}
+_RECALL_GATES: dict[str, Gate] = {
+    "tenants": OPERATOR,
+    "all_tenants": OPERATOR,
+    "min_confidence": "tuning",
+    "score_weights": "tuning",
+}
+# Back-dating is for importing what happened before; an agent writing as it goes leaves them unset.
+_WRITE_GATES: dict[str, Gate] = {"created_at": "import", "last_confirmed_at": "import"}
+_WRITE_HINTS = {
+    "tags": "Labels (search can filter by them).",
+    "metadata": "Any JSON object (<= 16 KiB), returned as stored.",
+    "idempotency_key": "A retry with the same key returns the first result instead of a duplicate.",
+}
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
         Tool(
             "memory_search",
-            "Hybrid (BM25 + vector) search over memories, documents and code.",
+            "Find stored memories (facts, rules, episodes, memory-file chunks) by meaning and keywords. "
+            "Best first, each with its score, highlights and why it ranked there.",
             SearchIn,
             "reader",
             _search,
             SearchOut,
+            "memory",
+            "read",
+            gated=_SEARCH_GATES,
+            hints=_SEARCH_HINTS,
         ),
         Tool(
             "memory_recall",
-            "Facts and rules for a topic, ranked by relevance, importance, recency, confidence.",
+            "The facts and rules to keep in mind for a topic, ranked by relevance, importance, recency "
+            "and confidence.",
             RecallIn,
             "reader",
             _recall,
             RecallOut,
+            "memory",
+            "read",
+            gated=_RECALL_GATES,
         ),
-        Tool("memory_get", "One memory by id.", MemoryIdIn, "reader", _get, MemoryOut),
+        Tool("memory_get", "One memory by id.", MemoryIdIn, "reader", _get, MemoryOut, "memory", "read"),
         Tool(
             "memory_list",
-            "Stored memories of one kind (and scope), newest first, a page at a time.",
+            "Memories of one kind (and scope), newest first, a page at a time.",
             MemoryListIn,
             "reader",
             _list,
             MemoryPage,
+            "curation",
+            "read",
         ),
-        Tool("memory_store_fact", "Store a fact.", FactIn, "writer", _store, MemoryOut),
-        Tool("memory_store_rule", "Store a rule or preference.", RuleIn, "writer", _store, MemoryOut),
+        Tool(
+            "memory_store_fact",
+            "Remember a fact. Its confidence fades unless confirmed; `supersedes` replaces an older fact.",
+            FactIn,
+            "writer",
+            _store,
+            MemoryOut,
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_WRITE_HINTS,
+        ),
+        Tool(
+            "memory_store_rule",
+            "Remember a rule or preference to follow.",
+            RuleIn,
+            "writer",
+            _store,
+            MemoryOut,
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_WRITE_HINTS,
+        ),
         Tool(
             "memory_store_episode",
-            "Store an episode an agent lived through.",
+            "Remember something that happened to an agent (`butler`); it expires after 7 days unless "
+            "`expires_at` says otherwise.",
             EpisodeIn,
             "writer",
             _store,
             MemoryOut,
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_WRITE_HINTS,
         ),
         Tool(
             "memory_store_batch",
-            "Store up to 1,000 facts, rules and episodes, all or nothing.",
+            "Store 1–1,000 facts, rules and episodes, all or nothing.",
             BatchIn,
             "writer",
             _store_batch,
             BatchOut,
+            "import",
+            "add",
         ),
         Tool(
             "memory_confirm",
-            "Confirm a fact or rule: its confidence is whole again.",
+            "Confirm a fact or rule is still true: its confidence is whole again.",
             MemoryIdIn,
             "writer",
             _confirm,
             MemoryOut,
+            "curation",
+            "update",
         ),
-        Tool("memory_forget", "Delete a memory for good.", MemoryIdIn, "writer", _forget, MemoryForgotten),
+        Tool(
+            "memory_forget",
+            "Delete a memory for good.",
+            MemoryIdIn,
+            "writer",
+            _forget,
+            MemoryForgotten,
+            "memory",
+            "delete",
+        ),
         Tool(
             "scope_settings_put",
-            "Set a scope's retrieval settings (recall weights, fusion, half-lives).",
+            "Replace a scope's retrieval settings (recall weights, fusion, half-lives, reranking).",
             ScopeSettingsIn,
             "admin",
             _scope_put,
             ScopeSettings,
+            "scopes",
+            "replace",
             exclude_none=True,
         ),
         Tool(
@@ -316,15 +474,20 @@ TOOLS: dict[str, Tool] = {
             "reader",
             _scope_get,
             ScopeSettings,
+            "scopes",
+            "read",
             exclude_none=True,
         ),
         Tool(
             "document_put",
-            "Upload a markdown memory file (MEMORY.md, memory/YYYY-MM-DD.md); unchanged chunks are kept.",
+            "Store or replace a markdown memory file (MEMORY.md, memory/YYYY-MM-DD.md); search finds "
+            "its chunks.",
             DocumentIn,
             "writer",
             _document_put,
             DocumentOut,
+            "documents",
+            "replace",
         ),
         Tool(
             "document_get",
@@ -333,17 +496,28 @@ TOOLS: dict[str, Tool] = {
             "reader",
             _document_get,
             DocumentSlice,
+            "documents",
+            "read",
         ),
         Tool(
             "document_delete",
-            "Forget a memory file.",
+            "Delete a memory file.",
             DocumentPathIn,
             "writer",
             _document_delete,
             DocumentDeleted,
+            "documents",
+            "delete",
         ),
         Tool(
-            "document_list", "Every stored memory file.", NoArguments, "reader", _document_list, DocumentList
+            "document_list",
+            "Every stored memory file.",
+            NoArguments,
+            "reader",
+            _document_list,
+            DocumentList,
+            "documents",
+            "read",
         ),
         Tool(
             "code_index_files",
@@ -351,8 +525,20 @@ TOOLS: dict[str, Tool] = {
             CodeFilesIn,
             "writer",
             _code_index,
+            CodeIndexOut,
+            "code",
+            "replace",
         ),
-        Tool("code_list_files", "Indexed files of a repository.", RepositoryIn, "reader", _code_list),
+        Tool(
+            "code_list_files",
+            "Indexed files of a repository.",
+            RepositoryIn,
+            "reader",
+            _code_list,
+            CodeFileList,
+            "code",
+            "read",
+        ),
         Tool(
             "code_delete_file",
             "Remove a source file from the index.",
@@ -360,6 +546,8 @@ TOOLS: dict[str, Tool] = {
             "writer",
             _code_delete,
             CodeFileDeleted,
+            "code",
+            "delete",
         ),
         Tool(
             "code_research",
@@ -367,6 +555,44 @@ TOOLS: dict[str, Tool] = {
             ResearchIn,
             "reader",
             _research,
+            ResearchOut,
+            "code",
+            "read",
         ),
     )
 }
+
+
+@lru_cache(maxsize=256)
+def _described(name: str, gates: frozenset[Gate]) -> types.Tool:
+    return TOOLS[name].describe(gates)
+
+
+def listed_tools(principal: Principal, toolsets: frozenset[Toolset]) -> list[types.Tool]:
+    """The tools/list answer: the tools of `toolsets` the key's role may call."""
+    gates: frozenset[Gate] = frozenset(toolsets) | ({OPERATOR} if principal.operator else frozenset())
+    return [
+        _described(tool.name, gates)
+        for tool in TOOLS.values()
+        if tool.toolset in toolsets and principal.may(tool.role)
+    ]
+
+
+def toolsets_for(asked: str | None) -> frozenset[Toolset]:
+    """The toolsets a connection lists: the defaults plus `asked`, the /mcp URL's `toolsets` parameter.
+
+    `asked` is comma-separated toolset names; `all` is every one.
+    """
+    chosen: set[Toolset] = set(DEFAULT_TOOLSETS)
+    for name in (part.strip() for part in (asked or "").split(",")):
+        if name == "all":
+            chosen.update(TOOLSETS)
+        elif name in TOOLSETS:
+            chosen.add(name)
+        elif name:
+            raise ApiError(
+                422,
+                "validation_error",
+                f"unknown toolset {name!r} in /mcp?toolsets=: choose from {', '.join((*TOOLSETS, 'all'))}",
+            )
+    return frozenset(chosen)

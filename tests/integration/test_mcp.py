@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from app.api.mcp_tools import TOOLS
 from app.api.schemas.code import ResearchIn
-from app.api.schemas.memories import FactIn, MemoryOut
+from app.api.schemas.memories import FactIn
 from app.api.schemas.retrieval import SearchIn
 from tests.conftest import TenantFactory, TenantKeys
 
@@ -48,21 +48,22 @@ def connect(app: FastAPI, request: pytest.FixtureRequest) -> McpConnect:
 
     @asynccontextmanager
     async def open_connection(
-        tenant: TenantKeys, role: str, headers: dict[str, str] | None = None
+        tenant: TenantKeys, role: str, headers: dict[str, str] | None = None, toolsets: str | None = None
     ) -> AsyncIterator[ToolClient]:
+        url = f"{URL}?toolsets={toolsets}" if toolsets else URL
         async with httpx2.AsyncClient(
             transport=httpx2.ASGITransport(app=app), headers={**tenant.headers(role), **(headers or {})}
         ) as http:
             if era == "handshake":
                 async with (
-                    streamable_http_client(URL, http_client=http) as (read, write),
+                    streamable_http_client(url, http_client=http) as (read, write),
                     ClientSession(read, write) as session,
                 ):
                     init = await session.initialize()
                     assert init.server_info.name == "recalld"
                     yield session
             else:
-                async with Client(streamable_http_client(URL, http_client=http), mode=era) as client:
+                async with Client(streamable_http_client(url, http_client=http), mode=era) as client:
                     assert client.protocol_version == era
                     yield client
 
@@ -83,15 +84,28 @@ async def test_tools_by_role_with_the_rest_input_models(
     tenant = await make_tenant("mcp")
     async with connect(tenant, "reader") as reader:
         listed = {t.name: t for t in (await reader.list_tools()).tools}
-    assert {"memory_search", "memory_recall", "memory_get", "code_research"} <= set(listed)
-    assert "memory_store_fact" not in listed and "scope_settings_put" not in listed
-    assert listed["memory_search"].input_schema == SearchIn.model_json_schema()
-    assert listed["code_research"].input_schema == ResearchIn.model_json_schema()
-    assert listed["memory_get"].output_schema == MemoryOut.model_json_schema(mode="serialization")
-    async with connect(tenant, "writer") as writer:
+    assert set(listed) == {"memory_search", "memory_recall", "memory_get", "document_get", "document_list"}
+    # The listed parameters are the REST model's, without those this key or toolset does not use.
+    search = listed["memory_search"].input_schema
+    assert set(search["properties"]) < set(SearchIn.model_fields)
+    assert {"query", "scope", "limit", "types", "filters"} <= set(search["properties"])
+    assert search["required"] == ["query"] and search["additionalProperties"] is False
+    assert not {"tenants", "all_tenants", "exact", "repository", "symbol"} & set(search["properties"])
+    async with connect(tenant, "writer", toolsets="code") as writer:
         writer_tools = {t.name: t for t in (await writer.list_tools()).tools}
-    assert writer_tools["memory_store_fact"].input_schema == FactIn.model_json_schema()
-    assert "scope_settings_put" not in writer_tools
+    assert {"memory_store_fact", "memory_forget", "document_put", "code_research"} <= set(writer_tools)
+    assert "scope_settings_put" not in writer_tools and "memory_store_batch" not in writer_tools
+    assert set(writer_tools["code_research"].input_schema["properties"]) == set(ResearchIn.model_fields)
+    assert {"repository", "symbol", "depth"} <= set(writer_tools["memory_search"].input_schema["properties"])
+    fact = writer_tools["memory_store_fact"].input_schema
+    assert set(fact["properties"]) == set(FactIn.model_fields) - {"created_at", "last_confirmed_at"}
+    assert fact["properties"]["importance"] == {
+        "default": 5.0,
+        "description": "How much this matters, 0–10.",
+        "maximum": 10,
+        "minimum": 0,
+        "type": "number",
+    }
 
     doc = (await client.get("/openapi.json")).json()
     rest_operations = {
@@ -100,7 +114,7 @@ async def test_tools_by_role_with_the_rest_input_models(
         if path.startswith("/v1/")
         for operation in operations.values()
     }
-    async with connect(tenant, "admin") as admin:
+    async with connect(tenant, "admin", toolsets="all") as admin:
         assert {t.name for t in (await admin.list_tools()).tools} == rest_operations
 
 
@@ -208,7 +222,11 @@ async def test_every_rest_operation_answers_the_rest_response_shape(
     )
     fact_id = stored.json()["id"]
     rest = (await client.get(f"/v1/memories/{fact_id}", headers=tenant.headers("reader"))).json()
-    async with connect(tenant, "admin") as admin, connect(other, "admin") as stranger:
+    everything = {"toolsets": "all"}
+    async with (
+        connect(tenant, "admin", **everything) as admin,
+        connect(other, "admin", **everything) as stranger,
+    ):
 
         async def call(name: str, who: ToolClient = admin, /, **arguments: Any) -> types.CallToolResult:
             return await who.call_tool(name, arguments)

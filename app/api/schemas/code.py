@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas.common import StrictModel
 from app.ingest.paths import MAX_CODE_FILE_CHARS
@@ -88,6 +88,43 @@ class ResearchIn(StrictModel):
         if self.query is None and (self.kind is None or self.symbol is None):
             raise ValueError("send either `query` in words, or both `kind` and `symbol`")
         return self
+
+
+class CodeIndexOut(BaseModel):
+    """What a code upload did."""
+
+    repository: str = Field(..., description="The repository indexed.")
+    files: int = Field(..., description="Files parsed and stored.")
+    skipped: int = Field(..., description="Files left as they were (same content hash).")
+    chunks: int = Field(..., description="Chunks stored.")
+    embedded: int = Field(..., description="Chunks embedded.")
+    symbols: int = Field(..., description="Symbols declared in the stored chunks.")
+    edges: int = Field(..., description="References between symbols (calls, conformances, imports).")
+    unsupported: list[str] = Field(..., description="Paths of languages the parser does not know.")
+
+
+class CodeFileListing(BaseModel):
+    """An indexed file."""
+
+    path: str = Field(..., description="Path as indexed.")
+    content_hash: str = Field(..., description="SHA-256 of the file, hex.")
+
+
+class CodeFileList(BaseModel):
+    """Indexed files of a repository, by path."""
+
+    repository: str = Field(..., description="The repository.")
+    files: list[CodeFileListing] = Field(..., description="Indexed files, by path.")
+
+
+class ResearchOut(BaseModel):
+    """code_research answer."""
+
+    kind: str = Field(..., description="The question's kind, as asked or as read from `query`.")
+    symbol: str = Field(..., description="The symbol (or module) asked about.")
+    items: list[dict[str, Any]] = Field(
+        ..., description="Each with `symbol`, `path`, `start_line`, `end_line`, `relation`, `chunk_id`."
+    )
 
 
 def index_body(repository: str, stats: code_service.IngestStats) -> dict[str, Any]:
