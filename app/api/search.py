@@ -42,7 +42,7 @@ def _json(state: ServiceState, result: dict[str, Any], timings: Timings) -> Resp
     responses=_ERRORS,
 )
 async def memory_search(body: SearchIn, state: StateDep, db: DbDep, principal: Reader) -> Response:
-    """Hybrid BM25 + vector retrieval fused with RRF (or weighted); every result explains its score."""
+    """Keyword (BM25) and vector retrieval, fused per query (`adaptive` by default); every result explains its score."""
     result, timings = await service.search(state, db, principal, body.to_domain())
     return _json(state, result, timings)
 
