@@ -22,10 +22,10 @@ import pytest
 
 from app.api.mcp_tools import TOOLS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 TABLE_START, TABLE_END = (
-    "<!-- api-table: generated from /openapi.json by tests/test_readme.py -->",
+    "<!-- api-table: generated from /openapi.json by tests/integration/test_readme.py -->",
     "<!-- /api-table -->",
 )
 README_URL = "http://127.0.0.1:8080"
