@@ -21,7 +21,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import ensure_role, get_principal, get_state
-from app.api.mcp_tools import TOOLS, TOOLSETS, Tool, Toolset, listed_tools, toolsets_for
+from app.api.mcp_tool import TOOLSETS, Tool, Toolset, toolsets_for
+from app.api.mcp_tools import TOOLS, listed_tools
 from app.auth import Principal
 from app.config import Settings
 from app.errors import (
