@@ -72,7 +72,8 @@ async def resize_columns(conn: asyncpg.Connection, column: str) -> None:
     """Give both embedding columns the type `column` (from column_type); inside a transaction, no vector stored.
 
     The update trigger names the column (UPDATE OF, WHEN), which PostgreSQL refuses to retype
-    under it, so it is dropped and made again; leftover per-tenant indexes (of tenants whose rows
+    under it, so it is dropped and made again from its own definition as the catalogue prints it
+    (whatever the latest migration made it); leftover per-tenant indexes (of tenants whose rows
     are gone) would keep the old operator class, so they go too, and the upkeep loop builds new
     ones as tenants grow. memory_vector keeps its vectors in line (STORAGE PLAIN, migration 0014),
     which a change of type resets.
@@ -86,6 +87,10 @@ async def resize_columns(conn: asyncpg.Connection, column: str) -> None:
     for row in names:
         statement: str = await conn.fetchval("SELECT format('DROP INDEX %I', $1::text)", row["relname"])
         await conn.execute(statement)
+    trigger: str = await conn.fetchval(
+        "SELECT pg_get_triggerdef(oid) FROM pg_trigger "
+        "WHERE tgrelid = 'memory'::regclass AND tgname = 'memory_vector_update'"
+    )
     # The type is one column_type() made (checked above), never client text.
     await conn.execute(
         f"""
@@ -93,7 +98,6 @@ async def resize_columns(conn: asyncpg.Connection, column: str) -> None:
         ALTER TABLE memory_vector ALTER COLUMN embedding TYPE {column};
         ALTER TABLE memory_vector ALTER COLUMN embedding SET STORAGE PLAIN;
         ALTER TABLE memory ALTER COLUMN embedding TYPE {column};
-        CREATE TRIGGER memory_vector_update AFTER UPDATE OF embedding ON memory FOR EACH ROW
-            WHEN (OLD.embedding IS DISTINCT FROM NEW.embedding) EXECUTE FUNCTION memory_vector_of_updated_row();
         """
     )
+    await conn.execute(trigger)

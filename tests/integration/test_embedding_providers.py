@@ -79,7 +79,7 @@ async def stub_768() -> AsyncIterator[tuple[str, object]]:
 
 @pytest.mark.parametrize(("dim", "column"), [(768, "vector(768)"), (3072, "halfvec(3072)")])
 async def test_a_fresh_data_directory_takes_the_providers_dimension_and_answers_every_mode(
-    fresh_dir: Path, dim: int, column: str
+    fresh_dir: Path, dim: int, column: str, admin_conn: asyncpg.Connection
 ) -> None:
     with embedding_stub(dim) as (url, stub):
         settings = Settings(
@@ -118,6 +118,11 @@ async def test_a_fresh_data_directory_takes_the_providers_dimension_and_answers_
                         )
                         == column
                     )
+                    # The update trigger was made again as the migrations left it (0019: restorable).
+                    trigger = (
+                        "SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'memory_vector_update'"
+                    )
+                    assert await owner.fetchval(trigger) == await admin_conn.fetchval(trigger)
                     # Searched by the exact scan first, then through the tenant's own HNSW index
                     # (built with the operator class of the column's type).
                     for leg in ("exact", "index"):
