@@ -12,6 +12,16 @@ function apiKey() {
   return sessionStorage.getItem(KEY_STORAGE) || "";
 }
 
+// A key pasted into the field counts as soon as any request is made, as if "Use key" was clicked:
+// searching with a key in plain sight and being told it is missing is a trap.
+function useTypedKey() {
+  const typed = $("api-key").value.trim();
+  if (!typed) return;
+  sessionStorage.setItem(KEY_STORAGE, typed);
+  $("api-key").value = "";
+  showKeyStatus();
+}
+
 function showKeyStatus() {
   const key = apiKey();
   // Only the public prefix (rk_xxxxxxxx) is ever shown; the secret part stays hidden.
@@ -82,6 +92,7 @@ async function api(method, path, { body, query } = {}) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(name, value);
   }
   const headers = { Accept: "application/json" };
+  useTypedKey();
   const key = apiKey();
   if (key) headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -439,11 +450,8 @@ function start() {
   showKeyStatus();
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    const key = $("api-key").value.trim();
-    if (key) sessionStorage.setItem(KEY_STORAGE, key);
-    $("api-key").value = "";
+    useTypedKey();
     clearError();
-    showKeyStatus();
   });
   $("key-clear").addEventListener("click", () => {
     sessionStorage.removeItem(KEY_STORAGE);

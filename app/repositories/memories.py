@@ -238,7 +238,9 @@ async def list_memories(
     after_created, after_id = after if after is not None else (None, None)
     rows: list[asyncpg.Record] = await conn.fetch(
         f"SELECT {MEMORY_COLUMNS} FROM memory WHERE tenant_id = $1 AND kind = $2 "
-        "AND ($3::text IS NULL OR scope = $3) AND (expires_at IS NULL OR expires_at > now()) "
+        # An episode's scope is its butler (R-S10a), as search filters it.
+        "AND ($3::text IS NULL OR CASE WHEN kind = 'episode' THEN butler ELSE scope END = $3) "
+        "AND (expires_at IS NULL OR expires_at > now()) "
         "AND ($4::timestamptz IS NULL OR created_at < $4 OR (created_at = $4 AND id > $5)) "
         "ORDER BY created_at DESC, id LIMIT $6",
         uuid.UUID(tenant_id),

@@ -167,21 +167,32 @@ async def read_slice(
         stored = await doc_repo.get_document(conn, tenant_id=principal.tenant_id, path=path)
     if stored is None:
         raise not_found("document")
-    all_lines = stored.content.split("\n")
+    all_lines = file_lines(stored.content)
     first = start or 1
     if first > max(len(all_lines), 1):
         raise ApiError(
             422, "validation_error", f"from={first} is past the end of the file ({len(all_lines)} lines)"
         )
     last = len(all_lines) if lines is None else min(len(all_lines), first - 1 + lines)
+    content = "\n".join(all_lines[first - 1 : last])
+    if last == len(all_lines) and stored.content.endswith("\n"):
+        content += "\n"  # the slice that ends the file ends as the file does
     return {
         "path": stored.path,
         "from": first,
         "to": last,
         "total_lines": len(all_lines),
-        "content": "\n".join(all_lines[first - 1 : last]),
+        "content": content,
         "content_hash": stored.content_hash,
     }
+
+
+def file_lines(content: str) -> list[str]:
+    """The file's lines: a final newline ends the last line, it does not start another."""
+    lines = content.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 async def delete(db: Database, principal: Principal, *, path: str) -> None:

@@ -239,6 +239,28 @@ def test_console_stores_searches_and_explains_the_first_result_within_its_tenant
     assert tab.external == []
 
 
+def test_a_key_pasted_into_the_field_is_used_without_clicking_use_key(tab: Tab, server: Server) -> None:
+    stored = httpx.post(
+        f"{server.url}/v1/facts",
+        json={"content": "The pasted-key heron nests by the mill", "scope": "pasted"},
+        headers={"Authorization": f"Bearer {server.writer}"},
+    )
+    assert stored.status_code == 201
+    page = tab.page
+    page.goto(f"{server.url}/console")
+    expect(page.locator("#key-status")).to_have_text("No key yet: kept in this tab only.")
+    page.get_by_label("API key").fill(server.writer)  # pasted; "Use key" is never clicked
+    _search(page, "pasted-key heron")
+    expect(page.locator("#results > li").first.locator(".content")).to_have_text(
+        "The pasted-key heron nests by the mill"
+    )
+    expect(page.get_by_role("alert")).to_be_hidden()
+    expect(page.locator("#key-status")).to_contain_text("Using key rk_")
+    expect(page.get_by_label("API key")).to_have_value("")  # the secret does not stay on screen
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "console-pasted-key.png"), full_page=True)
+
+
 def test_a_bad_key_shows_the_apis_401_message(tab: Tab, server: Server) -> None:
     page = tab.page
     page.goto(f"{server.url}/console")

@@ -133,6 +133,26 @@ async def test_slices_return_exact_lines(client: httpx.AsyncClient, make_tenant:
     assert past_end.status_code == 422
 
 
+async def test_a_final_newline_ends_the_last_line_and_starts_none(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    text = "".join(f"line {i}\n" for i in range(1, 6))  # five lines, as `wc -l` counts them
+    await _put(client, tenant, "notes/five.md", text)
+    whole = await client.get("/v1/documents", params={"path": "notes/five.md"}, headers=tenant.headers())
+    assert (whole.json()["from"], whole.json()["to"], whole.json()["total_lines"]) == (1, 5, 5)
+    assert whole.json()["content"] == text
+    tail = await client.get(
+        "/v1/documents", params={"path": "notes/five.md", "from": 5}, headers=tenant.headers()
+    )
+    assert (tail.json()["content"], tail.json()["to"]) == ("line 5\n", 5)
+    past_end = await client.get(
+        "/v1/documents", params={"path": "notes/five.md", "from": 6}, headers=tenant.headers()
+    )
+    assert past_end.status_code == 422
+    assert past_end.json()["error"]["message"] == "from=6 is past the end of the file (5 lines)"
+
+
 async def test_bad_paths_are_422(client: httpx.AsyncClient, make_tenant: TenantFactory) -> None:
     tenant = await make_tenant()
     for path in (

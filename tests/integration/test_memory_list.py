@@ -126,3 +126,47 @@ async def test_bad_listing_parameters_get_clear_errors(
         assert response.status_code == 422, params
         error = response.json()["error"]
         assert (error["code"], error["message"]) == ("validation_error", message)
+
+
+async def test_an_episode_is_filed_under_its_butler_for_list_and_search_alike(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    # R-S10a: a scope that differs from the butler is refused, and nothing is stored.
+    for path, body in (
+        ("/v1/episodes", {"content": "Booked the Lisbon flight", "butler": "planner", "scope": "trips"}),
+        (
+            "/v1/memories:batch",
+            {"items": [{"type": "episode", "content": "x", "butler": "planner", "scope": "trips"}]},
+        ),
+    ):
+        refused = await client.post(path, json=body, headers=tenant.headers())
+        assert refused.status_code == 422, refused.text
+        assert "an episode's scope is its butler" in refused.json()["error"]["message"]
+    for body in (
+        {"content": "Booked the Lisbon flight", "butler": "planner"},
+        {"content": "Packed the Lisbon bags", "butler": "planner", "scope": "planner"},
+    ):
+        stored = await client.post("/v1/episodes", json=body, headers=tenant.headers())
+        assert stored.status_code == 201, stored.text
+        assert stored.json()["scope"] == "planner"
+    listed = await client.get(
+        "/v1/memories", params={"type": "episode", "scope": "planner"}, headers=tenant.headers("reader")
+    )
+    found = await client.post(
+        "/v1/search",
+        json={"query": "Lisbon", "scope": "planner", "types": ["episode"], "min_score": 0},
+        headers=tenant.headers("reader"),
+    )
+    assert sorted(m["content"] for m in listed.json()["items"]) == [
+        "Booked the Lisbon flight",
+        "Packed the Lisbon bags",
+    ]
+    assert sorted(m["content"] for m in found.json()["results"]) == sorted(
+        m["content"] for m in listed.json()["items"]
+    )
+    for scope in ("trips", "global"):
+        other = await client.get(
+            "/v1/memories", params={"type": "episode", "scope": scope}, headers=tenant.headers("reader")
+        )
+        assert other.json()["items"] == []

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas.common import (
     Content,
@@ -43,12 +43,14 @@ class MemoryCommon(StrictModel):
         None, description="When it happened; defaults to now (set it when importing older memories)."
     )
 
-    def _draft(self, kind: requests.MemoryKind, **fields: Any) -> requests.MemoryDraft:
+    def _draft(
+        self, kind: requests.MemoryKind, *, scope: str | None = None, **fields: Any
+    ) -> requests.MemoryDraft:
         return requests.MemoryDraft(
             kind=kind,
             content=self.content,
             importance=self.importance,
-            scope=self.scope,
+            scope=scope or self.scope,
             tags=self.tags,
             metadata=self.metadata,
             idempotency_key=self.idempotency_key,
@@ -137,10 +139,25 @@ class EpisodeIn(MemoryCommon):
         None, description="Defaults to now + 7 days; must be in the future; expired episodes vanish."
     )
 
+    @model_validator(mode="after")
+    def _scope_is_the_butler(self) -> EpisodeIn:
+        # Search and list filter an episode by its butler (the recall seed's `butler = scope`):
+        # a different scope would file it under one name for listing and another for search.
+        if "scope" in self.model_fields_set and self.scope != self.butler:
+            raise ValueError(
+                f"an episode's scope is its butler: scope {self.scope!r} differs from butler "
+                f"{self.butler!r}; leave scope out or send the butler's name"
+            )
+        return self
+
     def to_draft(self) -> requests.MemoryDraft:
-        """The service's view of this episode."""
+        """The service's view of this episode (stored under its butler's scope)."""
         return self._draft(
-            "episode", butler=self.butler, session_id=self.session_id, expires_at=self.expires_at
+            "episode",
+            scope=self.butler,
+            butler=self.butler,
+            session_id=self.session_id,
+            expires_at=self.expires_at,
         )
 
 
