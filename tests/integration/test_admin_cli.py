@@ -18,7 +18,7 @@ from app.embedded_pg import with_database
 from app.migrate import upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.services.tenants import bootstrap
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 

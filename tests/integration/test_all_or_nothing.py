@@ -11,7 +11,7 @@ from app.repositories import code as code_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 
 def _source(name: str) -> str:

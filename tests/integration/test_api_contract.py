@@ -24,7 +24,8 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance,
 from schemathesis.generation.case import Case
 from schemathesis.schemas import APIOperation
 
-from tests.integration.test_cli_serve import ROOT, _env, _free_port, _recalld, _wait_ready
+from tests.integration.test_cli_serve import _env, _recalld
+from tests.support import ROOT, free_port, wait_ready
 
 EXAMPLES_PER_OPERATION = 25
 FULL_CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
@@ -35,7 +36,7 @@ class LiveServer:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.port = _free_port()
+        self.port = free_port()
         env = _env(data_dir)
         # The fuzzer sends far more than an agent would; the rate limit has its own tests.
         env["RECALLD_RATE_LIMIT_PER_SECOND"] = "0"
@@ -47,7 +48,7 @@ class LiveServer:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        _wait_ready(self.port, self.process)
+        wait_ready(self.port, self.process)
         self.url = f"http://127.0.0.1:{self.port}"
         self.writer = self._key("writer")
         self.admin = self._key("admin")

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
 from fastapi import FastAPI
 
-from app.cli.admin import build_server
 from app.config import Settings
 from app.evaluation.bench import run_load
 from app.evaluation.load_worker import Client
 from app.main import create_app
-from tests.conftest import TenantFactory
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from tests.support import TenantFactory, free_port, served
 
 
 @pytest.fixture
@@ -34,21 +25,13 @@ async def base_url(settings: Settings, app: FastAPI) -> AsyncIterator[str]:
     own = settings.model_copy(
         update={
             "embedding_provider": "none",
-            "port": _free_port(),
+            "port": free_port(),
             "server_timing": True,
             "rate_limit_per_second": 0,
         }
     )
-    server = build_server(create_app(own), own)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "uvicorn did not start"
-        await asyncio.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{own.port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with served(create_app(own), own) as address:
+        yield f"http://{address}"
 
 
 async def test_the_client_reads_answers_and_reuses_its_connection(

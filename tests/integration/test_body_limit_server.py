@@ -10,7 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from tests.integration.test_cli_serve import _free_port, _serve, _wait_ready, data_dir
+from tests.integration.test_cli_serve import _serve, data_dir
+from tests.support import free_port, wait_ready
 
 __all__ = ["data_dir"]  # the fixture: a fresh data directory, its PostgreSQL killed afterwards
 
@@ -62,10 +63,10 @@ def _status_and_body(answer: bytes) -> tuple[int, dict[str, object]]:
 
 
 def test_256_mb_without_a_key_is_refused_with_413_and_rss_stays_flat(data_dir: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = _serve(data_dir, port)
     try:
-        _wait_ready(port, server)
+        wait_ready(port, server)
         process = psutil.Process(server.pid)
         before = process.memory_info().rss
         declared = (

@@ -21,7 +21,7 @@ import psutil
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
-from tests.integration.test_cli_serve import ROOT, _free_port, _wait_ready
+from tests.support import ROOT, free_port, wait_ready
 
 CHROMIUM = os.environ.get("RECALLD_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Without the networking flags Chromium phones home at start, which a closed network refuses.
@@ -72,7 +72,7 @@ def server() -> Iterator[Server]:
     data_dir = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "RECALLD_EMBEDDING_PROVIDER"}}
     env.update(RECALLD_DATA_DIR=str(data_dir), HF_HUB_OFFLINE="1")
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         cwd=ROOT,
@@ -82,7 +82,7 @@ def server() -> Iterator[Server]:
         text=True,
     )
     try:
-        _wait_ready(port, process)
+        wait_ready(port, process)
         # The CLI calls start in parallel where they can: each one is a whole interpreter start.
         tenant = _cli(env, "tenants", "create", "outsiders")
         writer = _cli(env, "keys", "create", "--tenant", "default", "--role", "writer")

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,14 +17,7 @@ import httpx
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.support import ROOT, free_port, wait_ready
 
 
 @pytest.fixture
@@ -73,28 +65,15 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _wait_ready(port: int, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("recalld did not become ready")
-
-
 def _postmaster_pid(data_dir: Path) -> int:
     return int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
 
 
 def test_serve_bootstraps_keys_and_survives_sigkill(data_dir: Path) -> None:
-    port = _free_port()
+    port = free_port()
     server = _serve(data_dir, port)
     try:
-        _wait_ready(port, server)
+        wait_ready(port, server)
         key_file = data_dir / "admin.key"
         assert key_file.stat().st_mode & 0o777 == 0o600
         admin_key = key_file.read_text().strip()
@@ -153,7 +132,7 @@ def test_serve_bootstraps_keys_and_survives_sigkill(data_dir: Path) -> None:
         time.sleep(2)
 
         server = _serve(data_dir, port)
-        _wait_ready(port, server)
+        wait_ready(port, server)
         got = httpx.get(f"http://127.0.0.1:{port}/v1/memories/{fact_id}", headers=headers)
         assert got.status_code == 200
         assert got.json()["content"] == "Acknowledged before the crash"
@@ -201,12 +180,12 @@ score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence =
 
 
 def test_cli_tenants_scopes_import_and_index_watch(data_dir: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = _serve(data_dir, port)
     watcher: subprocess.Popen[str] | None = None
     try:
-        _wait_ready(port, server)
+        wait_ready(port, server)
         created = _recalld(data_dir, "tenants", "create", "acme")
         assert created.returncode == 0, created.stderr
         assert re.fullmatch(r"[0-9a-f-]{36}\n", created.stdout)

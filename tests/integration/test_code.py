@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 FIXTURE = Path(__file__).parent / "fixtures" / "swift-auth"
 
@@ -32,11 +32,9 @@ async def _index(
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> list[dict[str, Any]]:
-    response = await client.post(
-        "/v1/search", json={"types": ["code"], "limit": 20, **body}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    results: list[dict[str, Any]] = response.json()["results"]
+    results: list[dict[str, Any]] = (
+        await search(client, tenant, **{"types": ["code"], "limit": 20, **body})
+    )["results"]
     return results
 
 

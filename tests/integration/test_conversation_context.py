@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 
 from app.api.schemas.retrieval import SearchOut
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 START = datetime(2026, 5, 1, 18, 0, tzinfo=UTC)
 TURNS = (
@@ -48,12 +48,7 @@ async def _store_session(
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, query: str, **body: Any) -> dict[str, Any]:
-    response = await client.post(
-        "/v1/search", json={"query": query, **body}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
+    return await search(client, tenant, query=query, **body)
 
 
 def _hit(result: dict[str, Any], memory_id: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 DUPLICATES = (
     "Ana is visiting us in June for two weeks",
@@ -27,11 +27,9 @@ async def _store_all(client: httpx.AsyncClient, tenant: TenantKeys) -> dict[str,
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> list[dict[str, Any]]:
-    response = await client.post(
-        "/v1/search", json={"query": "Ana visiting in June", **body}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    results: list[dict[str, Any]] = response.json()["results"]
+    results: list[dict[str, Any]] = (
+        await search(client, tenant, **{"query": "Ana visiting in June", **body})
+    )["results"]
     return results
 
 

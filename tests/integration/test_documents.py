@@ -15,7 +15,7 @@ import pytest
 from app.config import Settings
 from app.embeddings.base import Vector
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 BODY = "# Notes\n\nThe heron nests by the old mill pond every spring.\n"
 
@@ -32,11 +32,9 @@ async def _put(client: httpx.AsyncClient, tenant: TenantKeys, path: str, content
 async def _search(
     client: httpx.AsyncClient, tenant: TenantKeys, query: str, **extra: Any
 ) -> list[dict[str, Any]]:
-    response = await client.post(
-        "/v1/search", json={"query": query, "min_score": 0, **extra}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    results: list[dict[str, Any]] = response.json()["results"]
+    results: list[dict[str, Any]] = (
+        await search(client, tenant, **{"query": query, "min_score": 0, **extra})
+    )["results"]
     return results
 
 

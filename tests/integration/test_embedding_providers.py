@@ -30,10 +30,9 @@ from app.repositories import tenants as tenant_repo
 from app.services.vector_indexes import sweep
 from app.startup import StartupError
 from app.state import ServiceState
-from tests.conftest import TenantFactory, running
 from tests.embedding_stub import embedding_stub
+from tests.support import ROOT, TenantFactory, free_port, running
 
-ROOT = Path(__file__).resolve().parents[2]
 FACTS = [
     "The heron nests by the Ohrid lake every spring",
     "Invoices are sent on the first Monday of the month",
@@ -186,15 +185,6 @@ def _serve(data_dir: Path, port: int, env: dict[str, str]) -> subprocess.Popen[s
     )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_serve_at_1536_stores_and_searches_and_a_start_with_another_model_is_one_line(
     fresh_dir: Path,
 ) -> None:
@@ -205,7 +195,7 @@ def test_serve_at_1536_stores_and_searches_and_a_start_with_another_model_is_one
             "RECALLD_EMBEDDING_DIM": "1536",
             "RECALLD_OPENAI_BASE_URL": url,
         }
-        port = _free_port()
+        port = free_port()
         server = _serve(fresh_dir, port, env)
         try:
             deadline = time.monotonic() + 120
@@ -231,7 +221,7 @@ def test_serve_at_1536_stores_and_searches_and_a_start_with_another_model_is_one
             server.send_signal(signal.SIGTERM)
             server.communicate(timeout=60)
 
-        again = _serve(fresh_dir, _free_port(), {**env, "RECALLD_EMBEDDING_DIM": "768"})
+        again = _serve(fresh_dir, free_port(), {**env, "RECALLD_EMBEDDING_DIM": "768"})
         stdout, stderr = again.communicate(timeout=120)
         assert again.returncode == 1
         assert "listening" not in stdout

@@ -23,7 +23,7 @@ from app.embeddings.base import QUERY_WORKER_NICE, Embedder, EmbedderIdentity
 from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast, cpu_flags
 from app.evaluation.bench import generate_memories
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 SAPPHIRE_RAPIDS = "avx512f avx512_bf16 avx512_vnni amx_bf16 amx_tile amx_int8"
 CASCADE_LAKE = "avx2 avx512f avx512cd avx512bw avx512_vnni"

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from app.db import tenant_transaction
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 
 async def test_healthz_and_readyz(client: httpx.AsyncClient) -> None:

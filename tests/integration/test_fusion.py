@@ -10,7 +10,7 @@ import pytest
 from app.evaluation.bench import generate_memories, generate_queries
 from app.rate_limit import RateLimiter
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 ARABIC_MEMORIES = (
     "القهوة العربية تقدم مع التمر في المجالس",
@@ -33,10 +33,7 @@ ENGLISH_MEMORIES = (
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> dict[str, Any]:
-    response = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
+    return await search(client, tenant, **body)
 
 
 async def _store_all(

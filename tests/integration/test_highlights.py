@@ -6,7 +6,7 @@ import asyncpg
 import httpx
 
 from app.retrieval.highlights import STOPWORDS
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 
 async def test_the_stopwords_are_those_the_keyword_leg_drops(admin_conn: asyncpg.Connection) -> None:

@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 MCP_CALL = {
     "jsonrpc": "2.0",

@@ -12,7 +12,7 @@ import pytest
 from app.ingest.code_parser import MAX_CHUNK_CHARS, parse_code
 from app.ingest.markdown import chunk_markdown
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.repositories import chunks as chunk_repo
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 
 async def test_a_deadlock_is_retried_and_each_unit_of_work_applies_once(

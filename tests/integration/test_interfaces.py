@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from app.config import Settings
 from app.main import create_app
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 SPEC_OPERATION_IDS = {
     "memory_search",

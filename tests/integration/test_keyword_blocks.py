@@ -11,7 +11,7 @@ import pytest
 
 from app.evaluation.bench import generate_memories, generate_queries
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 CORPUS = generate_memories(120, seed=3)
 QUERIES = generate_queries(12, seed=5)

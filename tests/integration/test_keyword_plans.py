@@ -14,7 +14,7 @@ from app.repositories.search import keyword as keyword_sql
 from app.retrieval.query import parse_query
 from app.services.ranking import run_keyword_leg
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 WORDS = ("heron", "quartz", "violin", "maple")
 

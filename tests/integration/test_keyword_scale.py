@@ -12,7 +12,7 @@ import pytest
 
 from app.services import tenants as tenant_service
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 
 async def _batch(client: httpx.AsyncClient, tenant: TenantKeys, contents: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
-from tests.conftest import TenantFactory, TenantKeys, running
+from tests.support import TenantFactory, TenantKeys, running, search
 
 
 async def _store(client: httpx.AsyncClient, tenant: TenantKeys, content: str) -> str:
@@ -24,12 +24,7 @@ async def _store(client: httpx.AsyncClient, tenant: TenantKeys, content: str) ->
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> dict[str, Any]:
-    response = await client.post(
-        "/v1/search", json={"min_score": 0, **body}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
+    return await search(client, tenant, **{"min_score": 0, **body})
 
 
 async def test_cjk_memories_are_found_by_bigrams_and_mixed_queries(

@@ -22,7 +22,7 @@ from app.api.mcp_tools import TOOLS
 from app.api.schemas.code import ResearchIn
 from app.api.schemas.memories import FactIn
 from app.api.schemas.retrieval import SearchIn
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 URL = "http://recalld.test/mcp"
 # The SDK speaks two eras: the initialize handshake (2025 revisions, ClientSession) and the

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 # About 4,000 tokens: what every turn of an agent that mounts recalld carries before it does anything.
 MAX_TOOLS_LIST_CHARS = 16_000

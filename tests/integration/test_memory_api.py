@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 
 async def _store(client: httpx.AsyncClient, tenant: TenantKeys, kind: str, **body: Any) -> dict[str, Any]:
@@ -20,10 +20,7 @@ async def _store(client: httpx.AsyncClient, tenant: TenantKeys, kind: str, **bod
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> dict[str, Any]:
-    response = await client.post("/v1/search", json=body, headers=tenant.headers("reader"))
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
+    return await search(client, tenant, **body)
 
 
 def _contents(result: dict[str, Any]) -> list[str]:

@@ -10,7 +10,7 @@ import httpx
 
 from app.db import tenant_transaction
 from app.repositories import memories as memory_repo
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 
 async def test_pages_list_one_kind_newest_first_without_counting_a_retrieval(

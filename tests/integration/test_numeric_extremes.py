@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 # Each of these was stored with 201 and then made every search and recall of the tenant answer 500
 # (PostgreSQL float underflow, SQLSTATE 22003).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import uuid
 from collections.abc import AsyncIterator
 
@@ -12,43 +11,27 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.cli.admin import build_server
 from app.config import Settings
 from app.main import create_app
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory, free_port, served
 
 SECRET_INPUT = "the user's private words 7731"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 async def served_app(settings: Settings, app: FastAPI) -> AsyncIterator[str]:
     """A real uvicorn server (as `recalld serve` builds it) with a test-only route that fails."""
     # Not about semantics: keyword-only keeps the extra app start fast.
-    own = settings.model_copy(update={"embedding_provider": "none", "port": _free_port()})
+    own = settings.model_copy(update={"embedding_provider": "none", "port": free_port()})
     application = create_app(own)
 
     @application.get("/test-only/boom")
     async def boom() -> None:  # test-only: stands for any bug that escapes a route
         raise RuntimeError(SECRET_INPUT)
 
-    server = build_server(application, own)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "uvicorn did not start"
-        await asyncio.sleep(0.05)
-    try:
-        yield f"127.0.0.1:{own.port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with served(application, own) as address:
+        yield address
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:

@@ -14,7 +14,7 @@ import pytest
 
 from app.ingest.code_indexer import source_files
 from app.retrieval.globs import glob_to_regex, path_matches
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 # Each `**/` once stood for its own `(.*/)?`: 22 of them backtracked for minutes on a miss.
 PATHOLOGICAL_GLOBS = ["**/" * 22 + "x", "a/**/" * 99 + "b"]  # the second: 496 characters

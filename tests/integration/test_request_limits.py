@@ -11,7 +11,7 @@ import pytest
 from app.config import Settings
 from app.rate_limit import RateLimiter
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 MIB = 1024 * 1024
 

@@ -26,7 +26,7 @@ from app.rerank.cross_encoder import CrossEncoderReranker
 from app.rerank.factory import RerankConfigError, build_reranker
 from app.rerank.http import HttpReranker
 from app.state import ServiceState
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, search
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -146,12 +146,7 @@ async def _store_facts(client: httpx.AsyncClient, tenant: TenantKeys, scope: str
 
 
 async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> dict[str, Any]:
-    response = await client.post(
-        "/v1/search", json={"query": "garden fence", "min_score": 0, **body}, headers=tenant.headers("reader")
-    )
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
+    return await search(client, tenant, **{"query": "garden fence", "min_score": 0, **body})
 
 
 def _ids(result: dict[str, Any]) -> list[str]:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -19,14 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+from tests.support import ROOT, free_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +39,7 @@ def own_data_dir() -> Iterator[Path]:
 
 @pytest.fixture
 async def running_server(own_data_dir: Path) -> AsyncIterator[RunningServer]:
-    port = _free_port()
+    port = free_port()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/tmp"),

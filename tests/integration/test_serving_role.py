@@ -17,7 +17,7 @@ from app.main import create_app
 from app.migrate import upgrade_to_head
 from app.startup import StartupError
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 
 async def test_every_table_with_tenant_id_has_forced_row_level_security_and_a_policy(

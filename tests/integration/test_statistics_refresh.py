@@ -20,7 +20,7 @@ import asyncpg
 import numpy as np
 
 from app.repositories import statistics as stats_repo
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 from tests.synthetic_vectors import analyze, copy_facts, unit_vectors
 
 # Well past the loop's one-second period plus PostgreSQL's one-second stats flush.

@@ -18,7 +18,7 @@ import pytest
 from app.embeddings.base import Embedder, EmbedderIdentity
 from app.services import code as code_service
 from app.services import documents as documents_service
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 
 # Not about semantics: these embedders are stubs so the tests can see and steer every encode call.
 _IDENTITY = EmbedderIdentity("stub", "stub", 4)

@@ -29,7 +29,7 @@ from app.services import tenants as tenant_service
 from app.services.ranking import run_vector_leg
 from app.services.vector_indexes import sweep
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 from tests.synthetic_vectors import analyze, copy_facts, nearest, unit_vectors
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from app.retrieval.query import parse_query
 from app.services.ranking import LegPlan, rank_candidates, run_vector_leg
 from app.services.timings import Timings
 from app.state import ServiceState
-from tests.conftest import TenantFactory
+from tests.support import TenantFactory
 from tests.synthetic_vectors import analyze, copy_facts, nearest, unit_vectors
 
 # A small tenant between two bigger ones, in one table.

@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.generation.case import Case
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 EXAMPLES_PER_OPERATION = 12
 WRITES = [
