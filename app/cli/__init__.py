@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+from datetime import timedelta
 
 from app.cli.admin import (
     cmd_embeddings,
@@ -16,7 +17,7 @@ from app.cli.admin import (
     cmd_tenants,
     cmd_vectors,
 )
-from app.cli.common import CliError
+from app.cli.common import CliError, duration, timestamp
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
 from app.config import get_settings
 from app.errors import ApiError
@@ -31,6 +32,14 @@ def _positive_seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def _expiry_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--expires-in", type=duration, default=None, help="e.g. 90d, 24h (default: never)")
+    group.add_argument(
+        "--expires-at", type=timestamp, default=None, help="ISO 8601 time (UTC unless it says)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     tenants_sub = tenants.add_subparsers(dest="tenants_command", required=True)
     tenants_create = tenants_sub.add_parser("create", help="create a tenant; prints its id")
     tenants_create.add_argument("name")
-    tenants_sub.add_parser("list", help="list tenants")
+    tenants_sub.add_parser("list", help="list tenants: name, id, created, memories, bytes, live keys")
+    tenants_delete = tenants_sub.add_parser(
+        "delete", help="delete a tenant with every memory, document, code file, quota counter and key"
+    )
+    tenants_delete.add_argument("name")
+    tenants_delete.add_argument("--yes", action="store_true", help="really delete (there is no undo)")
     tenants.set_defaults(handler=cmd_tenants)
 
     keys = sub.add_parser("keys", help="manage API keys")
@@ -61,6 +75,23 @@ def build_parser() -> argparse.ArgumentParser:
     keys_create.add_argument("--tenant", required=True)
     keys_create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
     keys_create.add_argument("--operator", action="store_true", help="may search across tenants when asked")
+    _expiry_arguments(keys_create)
+    keys_list = keys_sub.add_parser(
+        "list", help="list keys: tenant, prefix, role, created, last used, expiry, status"
+    )
+    keys_list.add_argument("--tenant", default=None, help="only this tenant's keys")
+    keys_rotate = keys_sub.add_parser(
+        "rotate", help="replace a key by a new one (printed once); the old one works for --grace more"
+    )
+    keys_rotate.add_argument("key", help="the whole key, or its prefix (rk_xxxxxxxx)")
+    keys_rotate.add_argument("--tenant", default=None, help="the key's tenant, when a prefix is ambiguous")
+    keys_rotate.add_argument(
+        "--grace",
+        type=duration,
+        default=timedelta(hours=24),
+        help="how long the old key stays valid (default 24h)",
+    )
+    _expiry_arguments(keys_rotate)
     keys_revoke = keys_sub.add_parser(
         "revoke", help="revoke a key: the whole key, or its prefix (rk_xxxxxxxx) with --tenant"
     )

@@ -7,12 +7,14 @@ import asyncio
 import logging
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import asyncpg
 
-from app.cli.common import CliError, prepare_database, with_connection
+from app.auth import KEY_PREFIX
+from app.cli.common import CliError, expiry, prepare_database, when, with_connection
 from app.config import Settings
 from app.db import (
     SERVING_ROLE,
@@ -109,12 +111,26 @@ def cmd_migrate(_: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_tenants(args: argparse.Namespace, settings: Settings) -> int:
+    if args.tenants_command == "delete" and not args.yes:
+        raise CliError(
+            f"this deletes tenant {args.name!r} with all its memories, documents, code files and keys, "
+            "for good; pass --yes to do it"
+        )
+
     async def work(conn: asyncpg.Connection) -> None:
         if args.tenants_command == "create":
             print((await tenant_service.create_tenant(conn, args.name)).id)
+        elif args.tenants_command == "delete":
+            gone = await tenant_service.delete_tenant_by_name(conn, args.name)
+            print(
+                f"deleted tenant {gone.name!r} ({gone.id}): {gone.memories} memories, "
+                f"{gone.live_keys} live keys",
+                file=sys.stderr,
+            )
         else:
-            for tenant in await tenant_service.list_tenants(conn):
-                print(f"{tenant.name}\t{tenant.id}")
+            print("NAME\tID\tCREATED\tMEMORIES\tBYTES\tLIVE_KEYS")
+            for t in await tenant_service.tenant_summaries(conn):
+                print(f"{t.name}\t{t.id}\t{when(t.created_at)}\t{t.memories}\t{t.bytes}\t{t.live_keys}")
 
     asyncio.run(with_connection(settings, work))
     return 0
@@ -125,12 +141,31 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
         if args.keys_command == "create":
             print(
                 await tenant_service.create_key(
-                    conn, tenant=args.tenant, role=args.role, operator=args.operator
+                    conn, tenant=args.tenant, role=args.role, operator=args.operator, expires_at=expiry(args)
                 )
             )
-            return
-        await tenant_service.revoke_key(conn, args.key, tenant=args.tenant)
-        print("revoked 1 key", file=sys.stderr)
+        elif args.keys_command == "list":
+            now = datetime.now(UTC)
+            print("TENANT\tPREFIX\tROLE\tOPERATOR\tCREATED\tLAST_USED\tEXPIRES\tSTATUS")
+            for k in await tenant_service.list_keys(conn, tenant=args.tenant):
+                print(
+                    f"{k.tenant_name}\t{KEY_PREFIX}{k.prefix}\t{k.role}\t{'yes' if k.operator else 'no'}\t"
+                    f"{when(k.created_at)}\t{when(k.last_used_at)}\t{when(k.expires_at)}\t"
+                    f"{tenant_service.key_status(k, now)}"
+                )
+        elif args.keys_command == "rotate":
+            rotation = await tenant_service.rotate_key(
+                conn, args.key, tenant=args.tenant, grace=args.grace, expires_at=expiry(args)
+            )
+            print(rotation.plain, flush=True)
+            print(
+                f"rotated {KEY_PREFIX}{rotation.old.prefix} of tenant {rotation.old.tenant_name!r}: "
+                f"it stays valid until {when(rotation.old_valid_until)}",
+                file=sys.stderr,
+            )
+        else:
+            await tenant_service.revoke_key(conn, args.key, tenant=args.tenant)
+            print("revoked 1 key", file=sys.stderr)
 
     asyncio.run(with_connection(settings, work))
     return 0

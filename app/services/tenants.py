@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
@@ -12,7 +14,7 @@ from app.auth import KEY_PATTERN, KEY_PREFIX, Principal, Role, hash_key, mint_ke
 from app.db import Database
 from app.errors import ApiError
 from app.repositories import tenants as repo
-from app.repositories.tenants import Tenant
+from app.repositories.tenants import KeyInfo, Tenant, TenantSummary
 from app.secret_files import write_secret
 from app.services.vector_indexes import drop_tenant_index
 
@@ -51,20 +53,139 @@ async def tenant_by_name(conn: asyncpg.Connection, name: str) -> Tenant:
     return found
 
 
+async def tenant_summaries(conn: asyncpg.Connection) -> list[TenantSummary]:
+    """Every tenant with its memory count, bytes and live keys, by name."""
+    return await repo.list_tenant_summaries(conn)
+
+
 async def delete_tenant(conn: asyncpg.Connection, tenant_id: str) -> None:
     """Delete a tenant with its keys and data, and its HNSW index (conn: the owner's, no transaction)."""
+    # One statement: every row of every tenant table and the usage counters go by ON DELETE
+    # CASCADE, and the keys with them, so authentication (which reads api_key on every request,
+    # nothing is cached) refuses them from the commit on.
     await repo.delete_tenant(conn, tenant_id=tenant_id)
     await drop_tenant_index(conn, tenant_id=tenant_id)
 
 
-async def create_key(conn: asyncpg.Connection, *, tenant: str, role: Role, operator: bool) -> str:
+async def delete_tenant_by_name(conn: asyncpg.Connection, name: str) -> TenantSummary:
+    """Delete the tenant called name with everything it holds; returns what it held. 404 if none."""
+    found = next((t for t in await repo.list_tenant_summaries(conn) if t.name == name), None)
+    if found is None:
+        raise ApiError(404, "not_found", f"no tenant named {name!r}")
+    await delete_tenant(conn, found.id)
+    return found
+
+
+def _future(expires_at: datetime | None) -> datetime | None:
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)
+    if expires_at <= datetime.now(UTC):
+        raise ApiError(422, "validation_error", f"the expiry {expires_at.isoformat()} is not in the future")
+    return expires_at
+
+
+async def create_key(
+    conn: asyncpg.Connection,
+    *,
+    tenant: str,
+    role: Role,
+    operator: bool,
+    expires_at: datetime | None = None,
+) -> str:
     """Mint and store a key for a tenant by name; returns the plain key (shown once)."""
     found = await tenant_by_name(conn, tenant)
     key = mint_key()
     await repo.insert_api_key(
-        conn, tenant_id=found.id, prefix=key.prefix, key_hash=key.key_hash, role=role, operator=operator
+        conn,
+        tenant_id=found.id,
+        prefix=key.prefix,
+        key_hash=key.key_hash,
+        role=role,
+        operator=operator,
+        expires_at=_future(expires_at),
     )
     return key.plain
+
+
+async def list_keys(conn: asyncpg.Connection, *, tenant: str | None) -> list[KeyInfo]:
+    """Every key, or one tenant's, with its use and lifetime (never its hash)."""
+    tenant_id = (await tenant_by_name(conn, tenant)).id if tenant is not None else None
+    return await repo.list_keys(conn, tenant_id=tenant_id)
+
+
+def key_status(key: KeyInfo, now: datetime) -> str:
+    """live, expired or revoked."""
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "expired"
+    return "live"
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    """A rotated key: the new plain key (shown once), and until when the old one still works."""
+
+    plain: str
+    old: KeyInfo
+    old_valid_until: datetime
+
+
+async def rotate_key(
+    conn: asyncpg.Connection,
+    key_or_prefix: str,
+    *,
+    tenant: str | None,
+    grace: timedelta,
+    expires_at: datetime | None = None,
+) -> Rotation:
+    """Replace a live key by a new one of the same tenant and role; the old one works for `grace` more.
+
+    A prefix must name exactly one live key (within --tenant when given); a whole key always does.
+    """
+    if grace < timedelta(0):
+        raise ApiError(422, "validation_error", "the grace period cannot be negative")
+    new_expiry = _future(expires_at)
+    whole = KEY_PATTERN.fullmatch(key_or_prefix) is not None
+    tenant_id = (await tenant_by_name(conn, tenant)).id if tenant is not None else None
+    prefix = None if whole else key_or_prefix.removeprefix(KEY_PREFIX).split("_")[0]
+    async with conn.transaction():
+        found = await repo.live_keys_matching(
+            conn,
+            key_hash=hash_key(key_or_prefix) if whole else None,
+            prefix=prefix,
+            tenant_id=tenant_id,
+        )
+        if not found:
+            raise ApiError(
+                404, "not_found", f"no live key matches {'the given key' if whole else repr(prefix)}"
+            )
+        if len(found) > 1:
+            tenants = sorted({k.tenant_name for k in found})
+            raise ApiError(
+                409,
+                "conflict",
+                f"{len(found)} live keys share the prefix {prefix!r} (tenants {', '.join(tenants)}); "
+                "give the whole key, or --tenant NAME",
+            )
+        old = found[0]
+        key = mint_key()
+        await repo.insert_api_key(
+            conn,
+            tenant_id=old.tenant_id,
+            prefix=key.prefix,
+            key_hash=key.key_hash,
+            role=old.role,
+            operator=old.operator,
+            expires_at=new_expiry,
+        )
+        until = datetime.now(UTC) + grace
+        await repo.end_key_at(conn, tenant_id=old.tenant_id, key_id=old.id, at=until)
+    if old.expires_at is not None:
+        until = min(until, old.expires_at)
+    return Rotation(plain=key.plain, old=old, old_valid_until=until)
 
 
 async def revoke_key(conn: asyncpg.Connection, key_or_prefix: str, *, tenant: str | None) -> None:
