@@ -108,12 +108,19 @@ class Database:
 
     @asynccontextmanager
     async def transaction(
-        self, tenant_ids: Sequence[str], *, readonly: bool = False, synchronous_commit: bool = True
+        self,
+        tenant_ids: Sequence[str],
+        *,
+        readonly: bool = False,
+        synchronous_commit: bool = True,
+        snapshot: bool = False,
     ) -> AsyncIterator[asyncpg.Connection]:
         """A connection in one tenant transaction, returned to the pool when the block ends."""
         async with (
             self.connection() as conn,
-            tenant_transaction(conn, tenant_ids, readonly=readonly, synchronous_commit=synchronous_commit),
+            tenant_transaction(
+                conn, tenant_ids, readonly=readonly, synchronous_commit=synchronous_commit, snapshot=snapshot
+            ),
         ):
             yield conn
 
@@ -254,6 +261,7 @@ async def tenant_transaction(
     *,
     readonly: bool = False,
     synchronous_commit: bool = True,
+    snapshot: bool = False,
 ) -> AsyncIterator[asyncpg.Connection]:
     """Open a transaction bounded to tenant_ids by row-level security.
 
@@ -263,8 +271,11 @@ async def tenant_transaction(
     synchronous_commit=False is for reads whose only write is the reference bump: their commit does not wait
     for the WAL flush (an fsync, 3-4 ms here, most of a search's time). A crash can then lose the
     last fraction of a second of reference counts, never a stored memory; user writes stay durable.
+
+    snapshot=True reads every statement from one snapshot (REPEATABLE READ): an export that reads
+    table after table sees them as of one moment.
     """
-    async with conn.transaction(readonly=readonly):
+    async with conn.transaction(readonly=readonly, isolation="repeatable_read" if snapshot else None):
         await conn.execute(
             "SELECT set_config('recalld.tenant_ids', $1, true), set_config('synchronous_commit', $2, true)",
             tenant_setting(tenant_ids),

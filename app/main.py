@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import code, documents, health, memories, scopes, search
+from app.api import code, documents, export, health, memories, scopes, search
 from app.api.mcp import mount_mcp
 from app.api.openapi import install_openapi
 from app.api.pages import install_pages
@@ -156,6 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(scopes.router)
     app.include_router(documents.router)
     app.include_router(code.router)
+    app.include_router(export.router)
     mcp_sessions = mount_mcp(app, settings)
     install_openapi(app)
     install_pages(app)

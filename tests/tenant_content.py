@@ -57,7 +57,10 @@ async def snapshot(client: httpx.AsyncClient, tenant: TenantKeys) -> dict[str, A
     for kind in ("fact", "rule", "episode", "document", "code"):
         listing = await client.get("/v1/memories", params={"type": kind, "limit": 100}, headers=headers)
         assert listing.status_code == 200, listing.text
-        memories[kind] = listing.json()["memories"]
+        # effective_confidence decays with the clock: two snapshots a second apart differ there.
+        memories[kind] = [
+            {k: v for k, v in m.items() if k != "effective_confidence"} for m in listing.json()["items"]
+        ]
     document = await client.get("/v1/documents", params={"path": DOCUMENT_PATH}, headers=headers)
     files = await client.get("/v1/code/files", params={"repository": "harbour"}, headers=headers)
     searches = {}

@@ -19,6 +19,7 @@ from app.cli.admin import (
 )
 from app.cli.common import CliError, duration, timestamp
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
+from app.cli.transfer import cmd_export, cmd_import
 from app.config import get_settings
 from app.errors import ApiError
 from app.startup import StartupError
@@ -98,6 +99,23 @@ def build_parser() -> argparse.ArgumentParser:
     keys_revoke.add_argument("key", help="the whole key, or its prefix together with --tenant")
     keys_revoke.add_argument("--tenant", default=None, help="the key's tenant (needed for a prefix)")
     keys.set_defaults(handler=cmd_keys)
+
+    export = sub.add_parser("export", help="write one tenant's memories, documents and code files as JSONL")
+    export.add_argument("--tenant", required=True)
+    export.add_argument("--output", "-o", default=None, help="file (.gz: gzip); default stdout")
+    export.add_argument(
+        "--with-embeddings", action="store_true", help="include the vectors (else import embeds again)"
+    )
+    export.set_defaults(handler=cmd_export)
+
+    import_ = sub.add_parser(
+        "import", help="load an export into a tenant (created if missing), all or nothing"
+    )
+    import_.add_argument("--tenant", required=True)
+    import_.add_argument(
+        "file", help="an export from `recalld export` or GET /v1/export (.gz too; - for stdin)"
+    )
+    import_.set_defaults(handler=cmd_import)
 
     scopes = sub.add_parser("scopes", help="per-scope retrieval settings")
     scopes_sub = scopes.add_subparsers(dest="scopes_command", required=True)

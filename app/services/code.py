@@ -182,9 +182,16 @@ async def ingest_files(
 
 
 def _embedding_text(path: str, chunk: CodeChunk) -> str:
+    return code_embedding_text(path, chunk.symbol_kind, chunk.parent_symbol, chunk.symbol, chunk.content)
+
+
+def code_embedding_text(
+    path: str, symbol_kind: str | None, parent_symbol: str | None, symbol: str | None, content: str
+) -> str:
+    """The text a code chunk is embedded as (also when an import re-embeds a stored chunk)."""
     # The path and symbol give MiniLM the context a bare function body lacks.
-    header = f"{path} {chunk.symbol_kind} {chunk.parent_symbol + '.' if chunk.parent_symbol else ''}{chunk.symbol or ''}"
-    return f"{header}\n{chunk.content}"
+    header = f"{path} {symbol_kind} {parent_symbol + '.' if parent_symbol else ''}{symbol or ''}"
+    return f"{header}\n{content}"
 
 
 async def list_files(db: Database, principal: Principal, *, repository: str) -> dict[str, str]:
