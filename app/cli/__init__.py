@@ -1,4 +1,4 @@
-"""The `recalld` command: serve, migrate, tenants, keys, scopes, vectors, index, eval, bench."""
+"""The `recalld` command: serve, migrate, tenants, keys, export, import, backup, restore, scopes, vectors, index, eval, bench."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from app.cli.admin import (
     cmd_tenants,
     cmd_vectors,
 )
+from app.cli.backup import cmd_backup, cmd_restore
 from app.cli.common import CliError, duration, timestamp
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
 from app.cli.transfer import cmd_export, cmd_import
@@ -116,6 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
         "file", help="an export from `recalld export` or GET /v1/export (.gz too; - for stdin)"
     )
     import_.set_defaults(handler=cmd_import)
+
+    backup_cmd = sub.add_parser(
+        "backup", help="copy the embedded database, consistently, while it serves (pg_basebackup)"
+    )
+    backup_cmd.add_argument("directory", help="a new or empty directory")
+    backup_cmd.set_defaults(handler=cmd_backup)
+
+    restore_cmd = sub.add_parser(
+        "restore", help="lay a backup into an empty data directory (RECALLD_DATA_DIR), then check it starts"
+    )
+    restore_cmd.add_argument("directory", help="a directory written by `recalld backup`")
+    restore_cmd.set_defaults(handler=cmd_restore)
 
     scopes = sub.add_parser("scopes", help="per-scope retrieval settings")
     scopes_sub = scopes.add_subparsers(dest="scopes_command", required=True)
