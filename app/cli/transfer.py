@@ -78,11 +78,14 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         try:
             async with db.connection() as conn:
                 tenant = await tenant_service.tenant_by_name(conn, args.tenant)
-            with _output(args.output) as out:
-                async for line in transfer.export_lines(
-                    db, tenant_id=tenant.id, tenant_name=tenant.name, with_embeddings=args.with_embeddings
-                ):
-                    out.write(line)
+            try:
+                with _output(args.output) as out:
+                    async for line in transfer.export_lines(
+                        db, tenant_id=tenant.id, tenant_name=tenant.name, with_embeddings=args.with_embeddings
+                    ):
+                        out.write(line)
+            except OSError as exc:
+                raise CliError(f"cannot write {args.output}: {exc}") from exc
         finally:
             await db.pool.close()
 
