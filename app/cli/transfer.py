@@ -97,16 +97,19 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     from app.embeddings.factory import build_embedder
-    from app.startup import check_embedder_identity
+    from app.startup import prepare_embedding_storage
 
     source = _input(args.file)
 
     async def work() -> transfer.ImportResult:
-        embedder = await asyncio.to_thread(build_embedder, settings)
         db = await _database(settings)
+        embedder = None
         try:
             async with db.connection() as conn:
-                await check_embedder_identity(conn, embedder.identity if embedder else None)
+                # The model the server embeds with, checked against the one its stored vectors belong to.
+                identity = await prepare_embedding_storage(conn, settings, owner=True)
+            embedder = await asyncio.to_thread(build_embedder, settings, identity)
+            async with db.connection() as conn:
                 try:
                     tenant = await tenant_service.tenant_by_name(conn, args.tenant)
                 except ApiError:

@@ -7,7 +7,6 @@ column names from the catalogue; both are quoted as identifiers.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -32,14 +31,6 @@ async def schema_revision(conn: asyncpg.Connection) -> str | None:
     """The Alembic revision the database is at."""
     revision: str | None = await conn.fetchval("SELECT version_num FROM alembic_version")
     return revision
-
-
-async def embedding_identity(conn: asyncpg.Connection) -> dict[str, Any] | None:
-    """The embedding provider, model and dimension recorded for this database, if any."""
-    value = await conn.fetchval("SELECT value FROM system_config WHERE key = 'embedding'")
-    # Stored as a JSON string by connections whose jsonb codec encoded an already encoded value.
-    value = json.loads(value) if isinstance(value, str) else value
-    return value if isinstance(value, dict) else None
 
 
 @dataclass(frozen=True, slots=True)

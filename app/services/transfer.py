@@ -24,6 +24,7 @@ from app.embeddings.base import Embedder
 from app.errors import ApiError
 from app.repositories import transfer as repo
 from app.repositories.conversation import TurnKey, turns_before
+from app.repositories.embedding_storage import recorded_model
 from app.retrieval.conversation import PREVIOUS_TURNS, episode_representation
 from app.services.code import code_embedding_text
 
@@ -41,7 +42,8 @@ def _line(value: dict[str, Any]) -> str:
 
 
 def _is_vector(column: repo.Column) -> bool:
-    return column.type == "vector"
+    # The embedding columns are vector(n), or halfvec(n) for models past 2,000 dimensions.
+    return column.type in ("vector", "halfvec")
 
 
 async def export_lines(
@@ -49,7 +51,7 @@ async def export_lines(
 ) -> AsyncIterator[str]:
     """The tenant's export, line by line, read from one snapshot."""
     async with db.transaction([tenant_id], readonly=True, snapshot=True) as conn:
-        identity = await repo.embedding_identity(conn)
+        identity = await recorded_model(conn)
         yield _line(
             {
                 "format": FORMAT,
