@@ -26,7 +26,7 @@ router = APIRouter(prefix="/v1", tags=["operations"])
                 "application/x-ndjson": {
                     "schema": {"type": "string"},
                     "example": (
-                        '{"embedding":null,"format":"recalld-export","schema_revision":"0018_key_lifecycle",'
+                        '{"embedding":null,"format":"recalld-export","schema_revision":"0020_key_lifecycle",'
                         '"tables":["scope_settings","document","code_file","memory","code_symbol","code_edge"],'
                         '"tenant":"default","version":1}\n'
                         '{"row":{"content":"The boat is at pier 7","id":"9b2f…","kind":"fact","reference_count":3,'

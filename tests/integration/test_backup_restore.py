@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from tests.conftest import TenantKeys
+from tests.integration.test_cli_serve import _free_port, _wait_ready
 from tests.tenant_content import fill, snapshot
-from tests.test_cli_serve import _free_port, _wait_ready
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(data_dir: Path) -> dict[str, str]:

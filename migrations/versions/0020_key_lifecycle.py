@@ -5,14 +5,14 @@ of the grace period). last_used_at: written by recalld_authenticate itself, at m
 per key, so `recalld keys list` can show stale keys without a write on every request. The
 function becomes VOLATILE for that write; it still answers for one key hash only.
 
-Revision ID: 0018_key_lifecycle
-Revises: 0017_embedding_model_recorded
+Revision ID: 0020_key_lifecycle
+Revises: 0019_restorable_vector_trigger
 """
 
 from alembic import op
 
-revision = "0018_key_lifecycle"
-down_revision = "0017_embedding_model_recorded"
+revision = "0020_key_lifecycle"
+down_revision = "0019_restorable_vector_trigger"
 branch_labels = None
 depends_on = None
 
