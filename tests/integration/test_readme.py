@@ -31,6 +31,8 @@ TABLE_START, TABLE_END = (
 README_URL = "http://127.0.0.1:8080"
 # Not keyed, so not MCP tools: who may call them.
 UNKEYED = {"healthz": "none", "readyz": "none", "metrics": "none", "mcp": "any key (per tool)"}
+# Keyed, but not MCP tools: the tenant export is a stream for `recalld import`, not a tool result.
+NOT_TOOLS = {"tenant_export": "admin"}
 
 
 def api_table(doc: dict[str, Any]) -> str:
@@ -47,7 +49,7 @@ def api_table(doc: dict[str, Any]) -> str:
             )
             name = operation["operationId"]
             tool = TOOLS.get(name)
-            role, toolset = (tool.role, f"`{tool.toolset}`") if tool else (UNKEYED[name], "")
+            role, toolset = (tool.role, f"`{tool.toolset}`") if tool else ({**UNKEYED, **NOT_TOOLS}[name], "")
             tool_name = f"`{name}`" if tool else ""
             rows.append(f"| `{target}` | {tool_name} | {role} | {toolset} | {operation['summary']} |")
     return "\n".join(rows)
