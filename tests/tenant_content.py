@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import TenantKeys
+from tests.support import TenantKeys
 
 DOCUMENT_PATH = "notes/boat.md"
 DOCUMENT = (

@@ -17,8 +17,9 @@ import httpx
 import psutil
 import pytest
 
-from tests.conftest import TenantKeys
-from tests.integration.test_cli_serve import _free_port, _wait_ready
+from tests.support import TenantKeys
+from tests.support import free_port as _free_port
+from tests.support import wait_ready as _wait_ready
 from tests.tenant_content import fill, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import pytest
 from app.auth import Role, mint_key
 from app.repositories import tenants as tenant_repo
 from app.services.transfer import TABLES
-from tests.conftest import TenantFactory, TenantKeys
 from tests.integration.test_admin_cli import _recalld
+from tests.support import TenantFactory, TenantKeys
 from tests.tenant_content import fill, snapshot
 
 pytestmark = pytest.mark.usefixtures("app")

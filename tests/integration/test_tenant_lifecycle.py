@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from app.auth import KEY_PATTERN, hash_key
-from tests.conftest import TenantFactory
 from tests.integration.test_admin_cli import _recalld
+from tests.support import TenantFactory
 from tests.tenant_content import fill
 
 pytestmark = pytest.mark.usefixtures("app")
