@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     decay_half_life_days: float = 30.0
     recency_half_life_days: float = 7.0
     min_score: float = 0.1
+    calibrated_min_score: float = Field(
+        default=0.045,
+        description="Default min_score when the score is calibrated (the default fusion with both legs): "
+        "the probability of relevance below which a result is dropped; nothing above it is abstention.",
+    )
     min_confidence: float = 0.2
     exact_scan_max_rows: int = Field(
         default=2000,

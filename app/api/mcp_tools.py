@@ -81,7 +81,10 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "memory_search",
             "Find stored memories (facts, rules, episodes, memory-file chunks) by meaning and keywords. "
-            "Best first, each with its score, highlights and why it ranked there.",
+            "Best first, each with its score, highlights and why it ranked there. With the default fusion "
+            "the score is the estimated probability (0-1) that the result is relevant; when nothing "
+            "stored is relevant the answer is empty with abstained: true (min_score: 0 gives the "
+            "best-effort list).",
             SearchIn,
             "reader",
             calls.memory_search,
@@ -94,7 +97,8 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "memory_recall",
             "The facts and rules to keep in mind for a topic, ranked by relevance, importance, recency "
-            "and confidence.",
+            "and confidence. A memory whose relevance (the probability it is relevant) is below the "
+            "floor is never recalled; nothing relevant answers an empty list with abstained: true.",
             RecallIn,
             "reader",
             calls.memory_recall,

@@ -201,6 +201,7 @@ function searchBreakdown(result, best) {
   const box = el("div", { class: "breakdown", "aria-label": "Score breakdown" });
   box.append(bar("score", result.score, fmt(result.score), "total"));
   if (typeof b.fused === "number") box.append(bar(`fused (${b.fusion})`, b.fused, fmt(b.fused)));
+  if (b.calibration) box.append(bar("adaptive, before calibration", b.calibration.adaptive, fmt(b.calibration.adaptive)));
   for (const leg of Object.keys(b.ranks || {}).sort()) {
     const rank = b.ranks[leg];
     const raw = b.raw_scores ? b.raw_scores[leg] : null;
@@ -305,10 +306,15 @@ async function runSearch(event) {
   $("legend").textContent =
     operation === "recall"
       ? "Bars: each signal from 0 to 1 (importance ÷ 10); the score is their weighted sum."
-      : "Bars: score, fused score and decay from 0 to 1; each leg's raw score against the best raw score of that leg in this answer.";
+      : "Bars: score, fused score and decay from 0 to 1; each leg's raw score against the best raw score of that leg in this answer. " +
+        "With the default fusion the score is the estimated probability that the result is relevant.";
   const how = operation === "recall" ? "recall" : `${answer.mode}, ${answer.keyword_ranker}`;
   const embedded = answer.embedding_used ? "query embedded" : "no embedding";
-  $("search-status").textContent = `${n} result${n === 1 ? "" : "s"} (${how}; ${embedded}).`;
+  // Abstention: candidates were found, none was likely enough to be relevant.
+  const abstained = answer.abstained
+    ? ` Nothing relevant enough (best score ${fmt(answer.best_score)}); min_score 0 shows the best-effort list.`
+    : "";
+  $("search-status").textContent = `${n} result${n === 1 ? "" : "s"} (${how}; ${embedded}).${abstained}`;
 }
 
 // ---------------------------------------------------------------- browse, open, forget, store

@@ -24,6 +24,7 @@ class Hit:
     __slots__ = (
         "created_at",
         "decay",
+        "evidence",
         "fused",
         "hop_depth",
         "id",
@@ -40,6 +41,9 @@ class Hit:
         self.created_at = created_at
         self.path = path
         self.fused = 0.0
+        # The calibrated fusion's evidence (adaptive score, the query's best cosine and keyword
+        # share); None when the score is not calibrated.
+        self.evidence: dict[str, float] | None = None
         self.legs: Mapping[str, Leg] | None = None
         self.decay = 1.0
         self.match_type = ""

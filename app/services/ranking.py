@@ -12,10 +12,13 @@ import asyncpg
 from app.embeddings.base import Vector
 from app.repositories import search as search_repo
 from app.repositories import vector_indexes as vector_index_repo
+from app.repositories.keyword_stats import query_term_idf
 from app.repositories.search import CandidateFilter
-from app.retrieval.fusion import FUSIONS, map_keyword_score
+from app.retrieval import calibration
+from app.retrieval.calibration import CALIBRATED_FUSION
+from app.retrieval.fusion import FUSIONS, map_keyword_score, unmap_keyword_score
 from app.retrieval.hits import Hit, Leg
-from app.retrieval.query import ParsedQuery, ilike_patterns
+from app.retrieval.query import ParsedQuery, ilike_patterns, keyword_query_text
 from app.retrieval.scoring import tie_break_key
 from app.services.retrieval_context import RetrievalSettings, semantic_blind_spot
 from app.services.timings import Timings
@@ -113,7 +116,7 @@ async def run_keyword_leg(
     Returns the rows best first, each row's score as fusion takes it (BM25 mapped into [0, 1),
     substring shares scaled down), and the match type.
     """
-    query_text = " ".join((*parsed.words, *parsed.cjk_bigrams))
+    query_text = keyword_query_text(parsed)
     if query_text:
         per_lexeme = max(state.settings.keyword_postings_per_lexeme, 2 * limit)
         candidates = max(KEYWORD_MIN_CANDIDATES, limit + KEYWORD_MIN_CANDIDATES // 3)
@@ -284,9 +287,32 @@ async def rank_candidates(
         if semantic_rows is not None:
             legs["semantic"] = Leg(semantic_rows, [row.score for row in semantic_rows])
             match_types["semantic"] = "semantic"
+    idfs: list[float] = []
+    if plan.fusion == CALIBRATED_FUSION and match_types.get("keyword") == "bm25" and "semantic" in legs:
+        # Only BM25 has a ceiling to measure against; its statistics are read while fusing is cheap.
+        started = time.perf_counter()
+        idfs = await query_term_idf(conn, tenant_ids=f.tenant_ids, query_text=keyword_query_text(parsed))
+        timings.add("keyword", started)
     started = time.perf_counter()
     fused, weights = FUSIONS[plan.fusion].fuse(
         legs, {name: plan.weights[name] for name in legs}, plan.k, depth
     )
+    if plan.fusion == CALIBRATED_FUSION and "semantic" in legs and "keyword" in legs:
+        _calibrate(fused, legs, idfs)
     timings.add("fuse", started)
     return fused, match_types, weights
+
+
+def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float]) -> None:
+    """Each hit's adaptive score replaced by its calibrated probability of relevance (evidence kept)."""
+    bm25 = [unmap_keyword_score(s) for s in legs["keyword"].scores] if idfs else []
+    query = calibration.QueryEvidence.of(
+        cosines=legs["semantic"].scores,
+        bm25=bm25,
+        ceiling=calibration.keyword_ceiling(idfs),
+        semantic_ids=[hit.id for hit in legs["semantic"].hits],
+        keyword_ids=[hit.id for hit in legs["keyword"].hits],
+    )
+    for hit in fused:
+        hit.evidence = {"adaptive": round(hit.fused, 6), **query.shown()}
+        hit.fused = calibration.probability(hit.fused, query)

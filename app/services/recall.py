@@ -56,10 +56,19 @@ async def _recall(ctx: RetrievalContext, db: Database, body: RecallRequest) -> d
                 "confidence": weights.confidence,
             },
             "embedding_used": False,
+            "abstained": False,
+            "best_score": None,
         }
         if ctx.parsed.is_empty:
             return response
-        fused = await _relevance(ctx, conn, body)
+        found = await _relevance(ctx, conn, body)
+        # A calibrated relevance below the floor is not recalled, however important, recent or
+        # confident the memory is: those signals order what is relevant, they do not make it so.
+        calibrated = bool(found) and found[0].evidence is not None
+        floor = ctx.score_floor(calibrated=True) if calibrated else 0.0
+        fused = [hit for hit in found if hit.fused >= floor]
+        response["abstained"] = bool(found) and not fused
+        response["best_score"] = round(max(hit.fused for hit in found), 6) if found else None
         scored = (await _composite(ctx, conn, fused))[: body.limit]
         started = time.perf_counter()
         bumped = await memory_repo.bump_references(

@@ -135,6 +135,12 @@ class RetrievalContext:
         scope = await load_scope_settings(conn, tenant_id=self.principal.tenant_id, scope=self.asked.scope)
         return dataclasses.replace(self, settings=resolve_settings(self.state.settings, scope, self.asked))
 
+    def score_floor(self, calibrated: bool) -> float:
+        """min_score as asked, else the default of the scale the scores are on (calibrated or not)."""
+        if self.asked.min_score is None and calibrated:
+            return self.state.settings.calibrated_min_score
+        return self.settings.min_score
+
     async def embedding_used(self) -> bool:
         """Whether the request got a query embedding (false without an embedder)."""
         return self.vector is not None and await self.vector is not None

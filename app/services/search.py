@@ -107,7 +107,18 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
         _result(ctx, plan, fusion_weights, reordering, hit, row, highlights, context)
         for (hit, row), highlights in zip(shown, spans, strict=True)
     ]
-    return _response(ctx, body, results, await ctx.embedding_used(), reordering)
+    response = _response(ctx, body, results, await ctx.embedding_used(), reordering)
+    # Candidates were found but none reached min_score: the answer is "nothing relevant", said so.
+    response["abstained"] = bool(fused) and not scored
+    response["best_score"] = _best_score(ctx, fused)
+    return response
+
+
+def _best_score(ctx: RetrievalContext, fused: list[Hit]) -> float | None:
+    """The best score any candidate reached (after decay), shown or not."""
+    half_life = ctx.settings.half_life_days
+    best = max((hit.fused * temporal_decay(hit.path, ctx.now, half_life) for hit in fused), default=None)
+    return round(best, 6) if best is not None else None
 
 
 async def _retrieve(
@@ -140,7 +151,8 @@ async def _cut(
     keep: int,
 ) -> list[Hit]:
     """The hits decayed, expanded along code references when asked, at or above min_score, in the tie order."""
-    half_life, min_score = ctx.settings.half_life_days, ctx.settings.min_score
+    half_life = ctx.settings.half_life_days
+    min_score = ctx.score_floor(calibrated=bool(fused) and fused[0].evidence is not None)
     if not (body.symbol or body.depth):
         return _best(fused, match_types, ctx, half_life, min_score, keep)
     # Code hops re-score and add candidates: every fused hit goes in.
@@ -151,7 +163,8 @@ async def _cut(
         conn, ctx.principal.tenant_id, f, fused, symbol=body.symbol, depth=body.depth, seeds=body.limit
     )
     ctx.timings.add("code", started)
-    scored = [hit for hit in expanded if hit.score >= min_score]
+    # An exact symbol match is what was asked for: no floor drops it.
+    scored = [hit for hit in expanded if hit.score >= min_score or hit.match_type == "symbol"]
     scored.sort(key=lambda hit: tie_break_key(hit.score, hit.created_at, hit.id))
     return scored
 
@@ -261,6 +274,8 @@ def _response(
         "mode": body.mode if ctx.state.embedder is not None else "keyword",
         "keyword_ranker": KEYWORD_RANKER,
         "embedding_used": embedding_used,
+        "abstained": False,
+        "best_score": None,
     }
     if reordering is not None and reordering.report is not None:
         response["rerank"] = reordering.report
@@ -291,6 +306,8 @@ def _result(
             raw_scores=hit.raw_scores,
             weights={leg: round(fusion_weights[leg], 6) for leg in ranks},
         )
+    if hit.evidence is not None:
+        breakdown["calibration"] = hit.evidence
     if plan.skipped:
         breakdown["legs_skipped"] = plan.skipped
     if hit.hop_depth is not None:

@@ -100,8 +100,9 @@ class SearchIn(StrictModel):
     fusion: FusionName = Field(
         "adaptive",
         description="adaptive (default; unsent: the scope's, else the service's default): per-query leg "
-        "shares from each leg's confidence, over normalised scores; rrf: Σ weight / (k + rank), "
-        "normalised to 0–1; weighted: 0.7 · similarity + 0.3 · keyword score.",
+        "shares from each leg's confidence, over normalised scores, reported as a calibrated probability "
+        "of relevance; rrf: Σ weight / (k + rank), normalised to 0–1; weighted: 0.7 · similarity + 0.3 · "
+        "keyword score.",
     )
     types: list[MemoryType] | None = Field(
         None, description="Kinds to search; default fact, rule, episode and document (code only when asked)."
@@ -114,7 +115,14 @@ class SearchIn(StrictModel):
         validation_alias=AliasChoices("limit", "max_results"),
         description="Most results to return, 1–100 (default 10); `max_results` is accepted as an alias.",
     )
-    min_score: Number | None = Field(None, ge=0, le=1, description="Drop fused results below (default 0.1).")
+    min_score: Number | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Drop results scoring below this. Default: 0.045 on the calibrated scale (default fusion, "
+        "both legs; a question about nothing stored then answers `results: []` with `abstained: true`), "
+        "else 0.1. 0 returns the best-effort list.",
+    )
     min_similarity: Number | None = Field(
         None, ge=-1, le=1, description="Drop semantic hits below this cosine."
     )
@@ -235,7 +243,13 @@ class SearchResult(BaseModel):
     id: UUID = Field(..., description="The memory's id (UUID).")
     type: MemoryType = Field(..., description="fact, rule, episode, document or code.")
     content: str = Field(..., description="The memory (or chunk) text.")
-    score: float = Field(..., description="Final score, 0–1, after fusion and temporal decay.")
+    score: float = Field(
+        ...,
+        description="Final score, 0–1, after fusion and temporal decay. With the default fusion (adaptive, "
+        "both legs) it is calibrated: the estimated probability that the memory is relevant to the query, "
+        "on one scale for every query, tenant and kind (0.8 is as trustworthy on one query as on another). "
+        "rrf and weighted scores are relative, not probabilities.",
+    )
     match_type: str = Field(
         ..., description="bm25, fulltext, semantic, hybrid (both legs), multi-hop or symbol."
     )
@@ -270,6 +284,8 @@ class SearchOut(BaseModel):
                     "mode": "hybrid",
                     "keyword_ranker": "bm25",
                     "embedding_used": True,
+                    "abstained": False,
+                    "best_score": 0.962121,
                 }
             ]
         }
@@ -280,6 +296,14 @@ class SearchOut(BaseModel):
         ..., description="Keyword ranker in use: bm25 (per-tenant statistics, on every PostgreSQL)."
     )
     embedding_used: bool = Field(..., description="Whether the query was embedded (semantic leg ran).")
+    abstained: bool = Field(
+        False,
+        description="True when candidates were found but none reached the score floor: nothing stored is "
+        "relevant enough, so `results` is empty. Ask again with `min_score: 0` for the best-effort list.",
+    )
+    best_score: float | None = Field(
+        None, description="The best score any candidate reached, shown or not (null: no candidate at all)."
+    )
     rerank: RerankReport | None = Field(
         None,
         exclude_if=lambda value: value is None,
@@ -369,7 +393,11 @@ class RecallResult(BaseModel):
         ...,
         description="w_rel · relevance + w_imp · importance/10 + w_rec · recency + w_conf · effective_confidence.",
     )
-    relevance: float = Field(..., description="Normalised hybrid search score, 0–1.")
+    relevance: float = Field(
+        ...,
+        description="The hybrid search score, 0–1: the calibrated probability that the memory is relevant "
+        "(both legs), else the normalised fused score. Below the relevance floor a memory is not recalled.",
+    )
     importance: float = Field(..., description="Stored importance, 0–10.")
     recency: float = Field(
         ..., description="exp(−ln 2 / 7 · days since last referenced, or since creation if never)."
@@ -398,6 +426,8 @@ class RecallOut(BaseModel):
                     ],
                     "weights": asdict(_W),
                     "embedding_used": True,
+                    "abstained": False,
+                    "best_score": 0.87,
                 }
             ]
         }
@@ -407,3 +437,11 @@ class RecallOut(BaseModel):
         ..., description="The weights used (request › scope settings › defaults)."
     )
     embedding_used: bool = Field(..., description="Whether the topic was embedded for relevance.")
+    abstained: bool = Field(
+        False,
+        description="True when candidates were found but none reached the relevance floor: nothing stored is "
+        "relevant enough, so `results` is empty. Search with `min_score: 0` for the best-effort list.",
+    )
+    best_score: float | None = Field(
+        None, description="The best score any candidate reached, shown or not (null: no candidate at all)."
+    )

@@ -1,0 +1,83 @@
+"""The default fusion's calibrated score: the probability that a candidate is relevant to the query.
+
+The adaptive fusion orders a query's candidates well, but its score only says where a candidate
+stands among them: the best one scores near 1 whatever it is. The calibrated score puts that place
+together with evidence about the query that means the same for every query and tenant:
+
+- `best_cosine`: the semantic leg's best cosine (MiniLM: about 0.3 is unrelated, 0.6 on topic);
+- `keyword_share`: the keyword leg's best BM25 score divided by the most the query's own terms could
+  score ((k1 + 1) · Σ idf, every term matched and saturated; a term no memory holds counts with
+  df = 0), so a query whose rarest terms (names, numbers) match nothing reaches a small share
+  however common its other words are;
+- `agreement`: the share of the two legs' first AGREEMENT_DEPTH hits that are the same memories.
+
+A logistic model maps them to a probability. Its coefficients were fitted offline on labelled
+candidates pooled from the shared evaluation sets plus negatives built from them, validated leave
+one set out (docs/benchmarks.md, "Calibrated score"); they are constants so the score is the same
+on every machine. The query's evidence is the same for all its candidates, so the calibrated order
+is the adaptive order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# The fusion whose score is calibrated (the default one); rrf and weighted keep R-S4's definitions.
+CALIBRATED_FUSION = "adaptive"
+# BM25's k1 as the keyword leg uses it: a term's part saturates at idf · (k1 + 1).
+BM25_K1 = 1.2
+AGREEMENT_DEPTH = 10
+# Intercept, then the coefficients of the adaptive score, best cosine, keyword share and agreement.
+COEFFICIENTS = (-6.676, 2.415, 2.965, 2.619, 0.724)
+
+
+def keyword_ceiling(idfs: Sequence[float]) -> float:
+    """The most BM25 could give a memory for a query whose lexemes have these idfs."""
+    return (BM25_K1 + 1.0) * sum(idfs)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryEvidence:
+    """What the legs say about the query as a whole, on scales shared by every query."""
+
+    best_cosine: float
+    keyword_share: float
+    agreement: float
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        cosines: Sequence[float],
+        bm25: Sequence[float],
+        ceiling: float,
+        semantic_ids: Sequence[object] = (),
+        keyword_ids: Sequence[object] = (),
+    ) -> QueryEvidence:
+        """From the legs' scores, best first (cosines; BM25 scores, empty when BM25 matched nothing)."""
+        share = min(bm25[0] / ceiling, 1.0) if bm25 and ceiling > 0 else 0.0
+        both = set(semantic_ids[:AGREEMENT_DEPTH]) & set(keyword_ids[:AGREEMENT_DEPTH])
+        return cls(cosines[0] if cosines else 0.0, share, len(both) / AGREEMENT_DEPTH)
+
+    def shown(self) -> dict[str, float]:
+        """The evidence as score_breakdown shows it."""
+        return {
+            "best_cosine": round(self.best_cosine, 6),
+            "keyword_share": round(self.keyword_share, 6),
+            "agreement": round(self.agreement, 6),
+        }
+
+
+def probability(adaptive: float, query: QueryEvidence) -> float:
+    """The calibrated probability that a candidate with this adaptive score is relevant."""
+    b0, b_adaptive, b_cosine, b_keyword, b_agreement = COEFFICIENTS
+    z = (
+        b0
+        + b_adaptive * adaptive
+        + b_cosine * query.best_cosine
+        + b_keyword * query.keyword_share
+        + b_agreement * query.agreement
+    )
+    return 1.0 / (1.0 + math.exp(-z))

@@ -1,0 +1,76 @@
+"""Calibrated scores and abstention: a search or recall about something never stored answers nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.support import TenantFactory, TenantKeys
+
+FACTS = (
+    "User works as a nurse at the city hospital",
+    "User's favourite cuisine is Thai food",
+    "User has a golden retriever named Biscuit",
+    "User lives in Leeds with their partner",
+    "User is allergic to penicillin",
+    "User plays the violin in a community orchestra",
+    "User's sister is called Priya",
+    "User prefers morning meetings before 10am",
+)
+
+
+async def _store_facts(client: httpx.AsyncClient, tenant: TenantKeys) -> None:
+    items = [{"type": "fact", "content": text, "importance": 9} for text in FACTS]
+    response = await client.post("/v1/memories:batch", json={"items": items}, headers=tenant.headers())
+    assert response.status_code == 201, response.text
+
+
+async def _post(
+    client: httpx.AsyncClient, tenant: TenantKeys, path: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    response = await client.post(path, json=body, headers=tenant.headers("reader"))
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+async def test_a_search_about_something_never_stored_abstains(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    await _store_facts(client, tenant)
+    unrelated = await _post(
+        client, tenant, "/v1/search", {"query": "quantum chromodynamics lattice simulations"}
+    )
+    assert unrelated["results"] == []
+    assert unrelated["abstained"] is True
+    assert 0 <= unrelated["best_score"] < 0.5
+    # min_score 0 is the best-effort list: the same question answers, with the same best score.
+    best_effort = await _post(
+        client, tenant, "/v1/search", {"query": "quantum chromodynamics lattice simulations", "min_score": 0}
+    )
+    assert len(best_effort["results"]) == len(FACTS)
+    assert best_effort["abstained"] is False
+    assert best_effort["results"][0]["score"] == unrelated["best_score"]
+    # Something that was stored is still found with the defaults.
+    answered = await _post(client, tenant, "/v1/search", {"query": "What is the name of the user's dog?"})
+    assert answered["abstained"] is False
+    assert answered["results"][0]["content"] == "User has a golden retriever named Biscuit"
+
+
+async def test_recall_never_returns_a_memory_below_the_relevance_floor(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    await _store_facts(client, tenant)
+    # Every fact is important (9) and new: before, importance, recency and confidence carried
+    # unrelated facts into the answer.
+    unrelated = await _post(
+        client, tenant, "/v1/recall", {"topic": "quantum chromodynamics lattice simulations"}
+    )
+    assert unrelated["results"] == []
+    assert unrelated["abstained"] is True
+    related = await _post(client, tenant, "/v1/recall", {"topic": "the user's dog"})
+    assert related["abstained"] is False
+    assert related["results"][0]["content"] == "User has a golden retriever named Biscuit"
