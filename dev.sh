@@ -42,6 +42,17 @@ install() {
     fi
 }
 
+# recalld-client (clients/python) with its LangChain and LlamaIndex extras: its tests run against a live
+# server with the real libraries. Its own stamp, so it re-installs when its pyproject.toml changes.
+install_client() {
+    local stamp=".venv/.installed-client"
+    if [[ ! -f "$stamp" || clients/python/pyproject.toml -nt "$stamp" ]]; then
+        echo "installing recalld-client with its langchain and llama-index extras into .venv..." >&2
+        .venv/bin/python -m pip install --quiet -e "./clients/python[langchain,llama-index]"
+        touch "$stamp"
+    fi
+}
+
 # The browser tests (tests/test_browser.py) drive the system's chromium: Playwright's own browser
 # download cannot work on a closed network. Installed here when this user may, else one clear line.
 ensure_chromium() {
@@ -62,6 +73,7 @@ case "$cmd" in
     test)
         shift || true
         install dev
+        install_client
         ensure_chromium
         .venv/bin/ruff check .
         .venv/bin/ruff format --check .
