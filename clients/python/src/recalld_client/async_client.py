@@ -75,6 +75,11 @@ class AsyncClient:
         """The server's URL."""
         return self._settings.base_url
 
+    @property
+    def api_key(self) -> str | None:
+        """The API key sent as the bearer token."""
+        return self._settings.api_key
+
     async def aclose(self) -> None:
         """Close the connection pool (not an `http_client` passed in)."""
         if self._owns_http:

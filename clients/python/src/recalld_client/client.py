@@ -79,6 +79,11 @@ class Client:
         """The server's URL."""
         return self._settings.base_url
 
+    @property
+    def api_key(self) -> str | None:
+        """The API key sent as the bearer token."""
+        return self._settings.api_key
+
     def close(self) -> None:
         """Close the connection pool (not an `http_client` passed in)."""
         if self._owns_http:
