@@ -33,7 +33,7 @@ from recalld_client import (
     RateLimitError,
 )
 from recalld_client.models import BatchEpisode, BatchFact, MemoryOut, SearchFilters
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 
 def _free_port() -> int:

@@ -20,8 +20,8 @@ from recalld_client import AsyncClient, Client
 from recalld_client.langchain import RecalldRetriever as LangChainRetriever
 from recalld_client.llama_index import RecalldRetriever as LlamaIndexRetriever
 from recalld_client.models import MemoryOut
-from tests.conftest import TenantFactory, TenantKeys
 from tests.integration.test_client import serving
+from tests.support import TenantFactory, TenantKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 
