@@ -44,6 +44,7 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "code_list_files": ("GET", "/v1/code/files"),
     "code_delete_file": ("DELETE", "/v1/code/files"),
     "code_research": ("POST", "/v1/code/research"),
+    "tenant_export": ("GET", "/v1/export"),
 }
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -354,3 +355,12 @@ class AsyncClient:
         """Structural questions: 'implementations of X', 'what calls X()', or `kind` with `symbol`."""
         call = make_call("code_research", json=_core.body(ResearchIn, locals()))
         return parse(ResearchOut, await self._send(call))
+
+    # Export.
+
+    async def tenant_export(self, *, with_embeddings: bool | None = None) -> list[dict[str, Any]]:
+        """Every memory, document and code file of the key's tenant: the NDJSON lines, parsed."""
+        text = (
+            await self._send(make_call("tenant_export", params={"with_embeddings": with_embeddings}))
+        ).text
+        return [json.loads(line) for line in text.splitlines() if line.strip()]

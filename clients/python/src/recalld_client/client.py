@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
@@ -357,3 +358,10 @@ class Client:
         """Structural questions: 'implementations of X', 'what calls X()', or `kind` with `symbol`."""
         call = make_call("code_research", json=_core.body(ResearchIn, locals()))
         return parse(ResearchOut, self._send(call))
+
+    # Export.
+
+    def tenant_export(self, *, with_embeddings: bool | None = None) -> list[dict[str, Any]]:
+        """Every memory, document and code file of the key's tenant: the NDJSON lines, parsed."""
+        text = (self._send(make_call("tenant_export", params={"with_embeddings": with_embeddings}))).text
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
