@@ -336,6 +336,8 @@ class SearchOut(_Response):
     keyword_ranker: str
     embedding_used: bool
     rerank: RerankReport | None = None
+    abstained: bool = False
+    best_score: float | None = None
 
 
 class RecallResult(_KindFields):
@@ -363,6 +365,8 @@ class RecallOut(_Response):
     results: list[RecallResult]
     weights: dict[str, float]
     embedding_used: bool
+    abstained: bool = False
+    best_score: float | None = None
 
 
 class DocumentOut(_Response):
