@@ -66,7 +66,7 @@ OPENAPI_PATH_ITEM: dict[str, Any] = {
                 + ", ".join(TOOLSETS)
                 + ", or all.",
                 "schema": {"type": "string"},
-                "example": "code,tuning",
+                "examples": {"code and tuning": {"value": "code,tuning"}},
             }
         ],
         "requestBody": {

@@ -175,8 +175,8 @@ async def read_slice(
         )
     last = len(all_lines) if lines is None else min(len(all_lines), first - 1 + lines)
     content = "\n".join(all_lines[first - 1 : last])
-    if last == len(all_lines) and stored.content.endswith("\n"):
-        content += "\n"  # the slice that ends the file ends as the file does
+    if lines is None and stored.content.endswith("\n"):
+        content += "\n"  # the rest of the file is served as stored; a counted slice is its lines alone
     return {
         "path": stored.path,
         "from": first,

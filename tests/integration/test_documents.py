@@ -144,6 +144,10 @@ async def test_a_final_newline_ends_the_last_line_and_starts_none(
         "/v1/documents", params={"path": "notes/five.md", "from": 5}, headers=tenant.headers()
     )
     assert (tail.json()["content"], tail.json()["to"]) == ("line 5\n", 5)
+    last = await client.get(
+        "/v1/documents", params={"path": "notes/five.md", "from": 5, "lines": 1}, headers=tenant.headers()
+    )
+    assert (last.json()["content"], last.json()["to"]) == ("line 5", 5)
     past_end = await client.get(
         "/v1/documents", params={"path": "notes/five.md", "from": 6}, headers=tenant.headers()
     )
