@@ -216,14 +216,22 @@ def test_console_stores_searches_and_explains_the_first_result_within_its_tenant
     assert marks == ["peanuts"]  # "allergy" and "allergic" stem differently: no span
     breakdown = first.locator(".breakdown")
     labels = breakdown.locator(".bar-label").all_inner_texts()
-    assert labels == ["score", "fused (adaptive)", "keyword", "semantic", "decay"]
+    # The calibrated score (issue 23) is drawn beside the adaptive score it was calibrated from.
+    assert labels == [
+        "score",
+        "fused (adaptive)",
+        "adaptive, before calibration",
+        "keyword",
+        "semantic",
+        "decay",
+    ]
     widths = [
         float(w)
         for w in breakdown.locator(".bar-fill").evaluate_all(
             "bars => bars.map(b => b.getBoundingClientRect().width)"
         )
     ]
-    assert len(widths) == 5 and all(w > 0 for w in widths)
+    assert len(widths) == 6 and all(w > 0 for w in widths)
     expect(breakdown).to_contain_text("rank 1")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "console-search.png"), full_page=True)
