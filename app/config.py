@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -9,11 +10,20 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.rerank.base import MAX_RERANK_TOP_N
 from app.retrieval.fusion import FusionName
 
 EmbeddingProviderName = Literal["local", "openai", "none"]
+# The most fused results a reranker (and MMR) re-orders: request, scope and service settings alike.
+MAX_RERANK_TOP_N = 100
 RerankProviderName = Literal["none", "cross-encoder", "http"]
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The most a tenant may store."""
+
+    max_memories: int
+    max_bytes: int
 
 
 class Settings(BaseSettings):

@@ -20,7 +20,7 @@ from app.config import Settings, get_settings
 from app.db import Database, acquire, create_pool
 from app.embedded_pg import pgdata_dir
 from app.embeddings.factory import build_embedder
-from app.errors import install_error_handlers
+from app.http_errors import install_error_handlers
 from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker

@@ -6,12 +6,11 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from app.config import Settings
+from app.config import Quota, Settings
 from app.db import Database
 from app.embeddings.base import Embedder
 from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
-from app.services.quotas import Quota
 from app.supervisor import EmbeddedSupervisor
 
 

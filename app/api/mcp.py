@@ -31,9 +31,9 @@ from app.errors import (
     invalid_input,
     is_json_media_type,
     model_error_details,
-    request_media_type,
     unsupported_media_type,
 )
+from app.http_errors import request_media_type
 from app.redaction import describe_exception
 from app.state import ServiceState
 

@@ -18,7 +18,8 @@ from app.api.mcp_arguments import (
 from app.api.schemas.code import CodeFilesIn, ResearchIn, index_body, listing_body
 from app.api.schemas.documents import DocumentIn, upload_body
 from app.api.schemas.memories import BatchIn, EpisodeIn, FactIn, RuleIn
-from app.api.schemas.retrieval import RecallIn, SearchIn
+from app.api.schemas.recall import RecallIn
+from app.api.schemas.retrieval import SearchIn
 from app.auth import Principal
 from app.db import Database
 from app.services import code as code_service

@@ -31,7 +31,8 @@ from app.api.schemas.code import (
 )
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice
 from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
-from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
+from app.api.schemas.recall import RecallIn, RecallOut
+from app.api.schemas.retrieval import SearchIn, SearchOut
 from app.auth import Principal
 from app.services.scopes import ScopeSettings
 

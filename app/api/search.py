@@ -8,7 +8,8 @@ from fastapi import APIRouter, Response
 from pydantic_core import to_json
 
 from app.api.deps import DbDep, Reader, StateDep
-from app.api.schemas.retrieval import RecallIn, RecallOut, SearchIn, SearchOut
+from app.api.schemas.recall import RecallIn, RecallOut
+from app.api.schemas.retrieval import SearchIn, SearchOut
 from app.services import recall as recall_service
 from app.services import search as service
 from app.services.timings import Timings

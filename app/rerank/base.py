@@ -13,8 +13,6 @@ import httpx
 
 log = logging.getLogger("recalld.rerank")
 
-# The most fused results a reranker (and MMR) re-orders: request, scope and service settings alike.
-MAX_RERANK_TOP_N = 100
 # Cross-encoders read a few hundred tokens at most; longer texts only cost transfer and tokenising.
 MAX_TEXT_CHARS = 4000
 

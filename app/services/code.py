@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from app.auth import Principal
+from app.config import Quota
 from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import not_found
@@ -22,7 +23,7 @@ from app.repositories import code as code_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
-from app.services.quotas import Quota, ensure_within_quota
+from app.services.quotas import ensure_within_quota
 
 
 @dataclass(slots=True)

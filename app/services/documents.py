@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
+from app.config import Quota
 from app.db import Database
 from app.embeddings.base import Embedder, Vector
 from app.errors import ApiError, not_found
@@ -23,7 +24,7 @@ from app.repositories import documents as doc_repo
 from app.repositories import memories as memory_repo
 from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
-from app.services.quotas import Quota, ensure_within_quota
+from app.services.quotas import ensure_within_quota
 
 
 @dataclass(frozen=True, slots=True)

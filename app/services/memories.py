@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
+from app.config import Quota
 from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError, not_found
@@ -29,7 +30,7 @@ from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
 from app.services import conversation
-from app.services.quotas import Quota, ensure_within_quota
+from app.services.quotas import ensure_within_quota
 from app.services.requests import MemoryDraft
 
 EPISODE_TTL = timedelta(days=7)

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import asyncpg
 
+from app.config import Quota
 from app.errors import ApiError
 from app.repositories import memories as repo
-
-
-@dataclass(frozen=True, slots=True)
-class Quota:
-    """The most a tenant may store."""
-
-    max_memories: int
-    max_bytes: int
 
 
 async def ensure_within_quota(conn: asyncpg.Connection, *, tenant_id: str, quota: Quota | None) -> None:

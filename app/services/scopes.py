@@ -9,11 +9,11 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.config import MAX_RERANK_TOP_N
 from app.db import Database
 from app.errors import ApiError, model_error_details
 from app.input_rules import InputRuleError, Integer, Number, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
-from app.rerank.base import MAX_RERANK_TOP_N
 from app.retrieval.fusion import FUSION_NAMES, K_BOUNDS, WEIGHT_BOUNDS
 from app.retrieval.scoring import DEFAULT_RECALL_WEIGHTS, RecallWeights
 

@@ -248,7 +248,8 @@ async def test_search_and_recall_bodies_are_exactly_their_documented_models(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:
     """The retrieval routes skip response-model validation for speed: the bodies must still match it."""
-    from app.api.schemas.retrieval import RecallOut, SearchOut
+    from app.api.schemas.recall import RecallOut
+    from app.api.schemas.retrieval import SearchOut
 
     tenant = await make_tenant()
     other = await make_tenant(operator=True)

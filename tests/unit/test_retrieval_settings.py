@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from app.api.schemas.retrieval import SearchIn
-from app.config import Settings
+from app.config import RerankProviderName, Settings
+from app.rerank.factory import RERANKERS, build_reranker
 from app.retrieval.fusion import FUSION_NAMES, FUSIONS
 from app.services.requests import FusionWeights, RecallWeightOverrides
 from app.services.retrieval_context import Asked, resolve_settings
@@ -65,3 +68,8 @@ def test_weighted_fusion_and_code_search_bring_their_own_default_weights() -> No
     }
     code = resolve_settings(DEFAULTS, ScopeSettings(), Asked(code=True))
     assert (code.fusion, code.weights) == ("rrf", {"semantic": 0.7, "keyword": 0.3})
+
+
+def test_every_reranker_name_the_settings_accept_has_a_builder() -> None:
+    assert get_args(RerankProviderName) == ("none", *RERANKERS)
+    assert build_reranker(Settings(rerank_provider="none")) is None

@@ -9,8 +9,8 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import StrictModel
+from app.config import MAX_RERANK_TOP_N
 from app.input_rules import Integer
-from app.rerank.base import MAX_RERANK_TOP_N
 
 MAX_CONTEXT_WINDOW = 10
 
