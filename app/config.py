@@ -117,6 +117,19 @@ class Settings(BaseSettings):
         "another script is ranked by keyword only.",
     )
     embedding_batch_size: int = 64
+    embedding_switch_batch_size: int = Field(
+        default=128,
+        ge=1,
+        le=4096,
+        description="Memories `recalld embeddings switch` re-embeds per step (one transaction; `openai`: "
+        "split into requests of RECALLD_EMBEDDING_BATCH_SIZE texts).",
+    )
+    embedding_switch_requests_per_second: float = Field(
+        default=10.0,
+        ge=0,
+        description="Requests per second a model switch sends to an `openai` endpoint (0: no limit); a "
+        "429 or 5xx is retried with backoff, then the switch waits and tries again.",
+    )
     query_cache_size: int = 2048
 
     default_fusion: FusionName = Field(

@@ -24,6 +24,7 @@ from app.http_errors import install_error_handlers
 from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
+from app.services.embedding_switch import SwitchWorker
 from app.services.maintenance import maintain
 from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_serving_role, owner_dsn, prepare_serving_database, settle_embedding_storage
@@ -45,7 +46,7 @@ Every `/v1` call needs `Authorization: Bearer <key>`. Roles: `reader` (search, r
 
 
 async def _start_upkeep(stack: AsyncExitStack, settings: Settings, state: ServiceState) -> None:
-    """Run the background upkeep (vector indexes, statistics) with the owner's login, when known."""
+    """Run the background upkeep (vector indexes, statistics, a model switch) with the owner's login, when known."""
     owner = await owner_dsn(settings)
     if owner is None:
         log.warning(
@@ -54,20 +55,26 @@ async def _start_upkeep(stack: AsyncExitStack, settings: Settings, state: Servic
             "until `recalld vectors index` builds them (`--every SECONDS` does both, as a process of its own)"
         )
         return
-    task = asyncio.create_task(
-        maintain(
-            owner,
-            min_rows=settings.exact_scan_max_rows,
-            sweep_interval=settings.vector_index_check_seconds,
-            statistics_interval=settings.statistics_check_seconds,
-            cache=state.vector_indexes,
-        )
-    )
+    tasks = [
+        asyncio.create_task(
+            maintain(
+                owner,
+                min_rows=settings.exact_scan_max_rows,
+                sweep_interval=settings.vector_index_check_seconds,
+                statistics_interval=settings.statistics_check_seconds,
+                cache=state.vector_indexes,
+            )
+        ),
+        # An embedding model switch (recalld embeddings switch) runs here, and resumes after a restart.
+        asyncio.create_task(SwitchWorker(owner, state).run_forever()),
+    ]
 
     async def stop() -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     stack.push_async_callback(stop)
 

@@ -1,4 +1,4 @@
-"""The one HTTP middleware: request latency per route, and NUL characters in URLs refused.
+"""The one HTTP middleware: request latency per route, NUL characters in URLs refused, the model gate held.
 
 Written against ASGI directly: Starlette's BaseHTTPMiddleware runs every request through extra
 tasks and a wrapped body stream, which cost more than a whole keyword search.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -15,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.errors import INTERNAL_ERROR_BODY, error_body
 from app.http_errors import log_unexpected
 from app.metrics import REQUEST_LATENCY
+from app.model_gate import ModelGate
 
 _NUL_BODY = json.dumps(error_body("validation_error", "the URL contains a NUL character (%00)")).encode()
 
@@ -24,6 +26,15 @@ def _has_nul(scope: Scope) -> bool:
     # PostgreSQL (which cannot store U+0000) and surface as a 500.
     query: bytes = scope.get("query_string", b"")
     return "\x00" in scope.get("path", "") or b"%00" in query or b"\x00" in query
+
+
+def _model_held(scope: Scope) -> AbstractAsyncContextManager[None]:
+    """The embedding model's gate for a request that may embed or compare vectors (any but GET/HEAD)."""
+    state = getattr(getattr(scope.get("app"), "state", None), "service", None)
+    if state is None or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        return nullcontext()
+    gate: ModelGate = state.model_gate
+    return gate.use()
 
 
 class RequestMiddleware:
@@ -61,7 +72,8 @@ class RequestMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_observed)
+            async with _model_held(scope):
+                await self.app(scope, receive, send_observed)
         except Exception as exc:
             # Answered here instead of by Starlette's ServerErrorMiddleware, which re-raises after
             # its 500: the server then drops the keep-alive connection under the client's next

@@ -14,6 +14,7 @@ from app.embeddings.base import EmbedderIdentity, EmbeddingUnavailable
 from app.embeddings.factory import EmbeddingConfigError, provider
 from app.migrate import current_revision, head_revision, upgrade_to_head
 from app.repositories import embedding_storage as storage
+from app.repositories.embedding_switch import switch_record
 from app.repositories.vector_indexes import see_every_tenant
 
 log = logging.getLogger("recalld.startup")
@@ -89,7 +90,8 @@ async def check_serving_role(conn: asyncpg.Connection) -> None:
         )
 
 
-def _serve_stored_hint(recorded: dict[str, Any]) -> str:
+def serve_hint(recorded: dict[str, Any]) -> str:
+    """The settings that serve vectors of this model ({"provider", "model", "dim"})."""
     if recorded.get("provider") == "local":
         return "RECALLD_EMBEDDING_PROVIDER=local"
     return (
@@ -98,12 +100,34 @@ def _serve_stored_hint(recorded: dict[str, Any]) -> str:
     )
 
 
-def _mismatch(recorded: dict[str, Any], wanted: dict[str, Any]) -> StartupError:
-    # One line, with the settings that serve what is stored (keys in a fixed order: jsonb sorts them).
+def switch_command(model: dict[str, Any]) -> str:
+    """The command that re-embeds the stored vectors with this model ({"provider", "model", "dim"})."""
+    if model.get("provider") == "local":
+        return "recalld embeddings switch --provider local"
+    dim = f" --dim {model['dim']}" if model.get("dim") is not None else ""
+    return f"recalld embeddings switch --provider {model.get('provider')} --model {model.get('model')}{dim}"
+
+
+def _mismatch(
+    recorded: dict[str, Any], wanted: dict[str, Any], switch: dict[str, Any] | None
+) -> StartupError:
+    # One line, with the settings that serve what is stored (keys in a fixed order: jsonb sorts them)
+    # and the command that moves the stored vectors to the configured model.
     stored = {key: recorded.get(key) for key in ("provider", "model", "dim")}
+    if (
+        switch is not None
+        and wanted.get("dim") in (None, switch["target"].get("dim"))
+        and all(switch["target"].get(key) == wanted.get(key) for key in ("provider", "model"))
+    ):
+        return StartupError(
+            f"this database holds embeddings of {stored} and a switch to {wanted} is running; start with "
+            f"{serve_hint(recorded)} until it completes (`recalld embeddings status` shows its progress)"
+        )
+    fix = switch_command(wanted)
     return StartupError(
         f"this database holds embeddings of {stored}, but the configured embedder is {wanted}; "
-        f"start with {_serve_stored_hint(recorded)} to serve the stored vectors"
+        f"start with {serve_hint(recorded)} to serve the stored vectors, and run `{fix}` "
+        "(with the stored model configured) to re-embed them with the configured one"
     )
 
 
@@ -132,7 +156,11 @@ async def prepare_embedding_storage(
     )
     if recorded is not None and not same_model:
         # Refused before asking an endpoint anything: another model's vectors are stored.
-        raise _mismatch(recorded, {"provider": settings.embedding_provider, "model": model, "dim": dim})
+        raise _mismatch(
+            recorded,
+            {"provider": settings.embedding_provider, "model": model, "dim": dim},
+            await switch_record(conn),
+        )
     if dim is None and recorded is not None:
         dim = int(recorded["dim"])
     if dim is None:
@@ -146,7 +174,7 @@ async def prepare_embedding_storage(
     wanted = {"provider": identity.provider, "model": identity.model, "dim": identity.dim}
     if recorded is not None:
         if recorded != wanted:
-            raise _mismatch(recorded, wanted)
+            raise _mismatch(recorded, wanted, await switch_record(conn))
         return identity
     try:
         column = storage.column_type(dim)
@@ -174,7 +202,7 @@ async def prepare_embedding_storage(
     recorded = await storage.recorded_model(conn)
     if recorded != wanted:
         assert recorded is not None
-        raise _mismatch(recorded, wanted)
+        raise _mismatch(recorded, wanted, None)
     log.info("embedding columns are %s for %s/%s", column, identity.provider, identity.model)
     return identity
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 
 from app.config import Quota, Settings
 from app.db import Database
 from app.embeddings.base import Embedder
+from app.model_gate import ModelGate
 from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
 from app.supervisor import EmbeddedSupervisor
@@ -32,6 +34,10 @@ class ServiceState:
     supervisor: EmbeddedSupervisor | None = None
     # Per tenant id: (monotonic time, whether its own HNSW index was valid then); see ranking.
     vector_indexes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    # Requests that embed hold it; a model switch's cut-over closes it (app.model_gate).
+    model_gate: ModelGate = field(default_factory=ModelGate)
+    # A running embedding model switch's progress, as /readyz shows it (services.embedding_switch).
+    embedding_switch: dict[str, Any] | None = None
 
     @property
     def quota(self) -> Quota | None:

@@ -63,7 +63,9 @@ async def healthz(state: StateDep) -> JSONResponse:
     operation_id="readyz",
     responses={
         200: {
-            "description": "Ready; `checks.keyword_ranker` says which keyword ranker is active.",
+            "description": "Ready; `checks.keyword_ranker` says which keyword ranker is active; while an "
+            "embedding model switch runs, `checks.embedding_switch` shows its progress (done/total, "
+            "rate_per_second, eta_seconds).",
             "content": {"application/json": {"example": _READY_EXAMPLE}},
         },
         503: {
@@ -109,6 +111,9 @@ async def readyz(state: StateDep) -> JSONResponse:
         }
     )
     checks["keyword_ranker"] = KEYWORD_RANKER
+    if state.embedding_switch is not None:
+        # Ready throughout: the service answers from the old vectors until the cut-over.
+        checks["embedding_switch"] = state.embedding_switch
     body = {"status": "ready" if ready else "not_ready", "checks": checks}
     return JSONResponse(body, status_code=200 if ready else 503)
 

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 from app.cli.admin import (
     cmd_embeddings,
@@ -160,8 +161,28 @@ def build_parser() -> argparse.ArgumentParser:
     embeddings = sub.add_parser("embeddings", help="the embedding model of the stored vectors")
     embeddings_sub = embeddings.add_subparsers(dest="embeddings_command", required=True)
     embeddings_sub.add_parser(
-        "status", help="the recorded model, the embedding columns' type, how many memories have a vector"
+        "status",
+        help="the recorded model, the embedding columns' type, how many memories have a vector, a switch's progress",
     )
+    switch = embeddings_sub.add_parser(
+        "switch",
+        help="re-embed every memory with another model in the background while serving, then cut over at once",
+    )
+    switch.add_argument("--provider", required=True, choices=["local", "openai"])
+    switch.add_argument("--model", default=None, help="the model's name (openai: as the endpoint serves it)")
+    switch.add_argument(
+        "--dim", type=int, default=None, help="the model's dimension (unset: asked of the endpoint)"
+    )
+    switch.add_argument(
+        "--base-url", default=None, help="openai: the endpoint (default: RECALLD_OPENAI_BASE_URL)"
+    )
+    switch.add_argument(
+        "--api-key-file",
+        type=Path,
+        default=None,
+        help="openai: a file holding the endpoint's key (default: the serving process's RECALLD_OPENAI_API_KEY)",
+    )
+    embeddings_sub.add_parser("abort", help="stop a running switch; the stored vectors stay as they were")
     embeddings.set_defaults(handler=cmd_embeddings)
 
     index = sub.add_parser("index", help="upload markdown memory files (or --code source) from a folder")

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
+    from app.services.embedding_switch import SwitchStatus
+
 
 def build_server(app: FastAPI, settings: Settings) -> uvicorn.Server:
     """The uvicorn server `recalld serve` runs (also used by tests that need a real HTTP server)."""
@@ -244,12 +246,45 @@ def cmd_scopes(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_embeddings(_: argparse.Namespace, settings: Settings) -> int:
-    """`recalld embeddings status`: the recorded model, the columns' type, how many memories have a vector."""
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return (
+        f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+        if seconds >= 3600
+        else f"{seconds // 60}m{seconds % 60:02d}s"
+    )
+
+
+def _print_switch(conn_status: SwitchStatus) -> None:
+    from app.services.embedding_switch import progress_view
+
+    view = progress_view(conn_status.record, done=conn_status.done, total=conn_status.total)
+    target = view["target"]
+    share = 100.0 * view["done"] / view["total"] if view["total"] else 100.0
+    print(
+        f"switch: to {target['provider']}/{target['model']}, {target['dim']} dimensions "
+        f"(started {view['started_at']}): {view['done']}/{view['total']} memories ({share:.1f} %)"
+    )
+    if not conn_status.worker_alive:
+        print(
+            "switch worker: not running; a `recalld serve` with the schema owner's login (embedded, or "
+            "RECALLD_MIGRATION_DATABASE_URL) runs it, and resumes where it stopped"
+        )
+        return
+    eta = view["eta_seconds"]
+    print(
+        f"switch rate: {view['rate_per_second']} memories/s, ETA "
+        f"{'unknown' if eta is None else _duration(eta)}; state: {view['state']}"
+    )
+
+
+def cmd_embeddings(args: argparse.Namespace, settings: Settings) -> int:
+    """`recalld embeddings status | switch | abort`: the stored vectors' model, and changing it."""
     from app.repositories import embedding_storage as storage
     from app.repositories.vector_indexes import see_every_tenant
+    from app.services import embedding_switch as switching
 
-    async def work(conn: asyncpg.Connection) -> None:
+    async def status(conn: asyncpg.Connection) -> None:
         async with conn.transaction():
             await see_every_tenant(conn)
             recorded = await storage.recorded_model(conn)
@@ -261,6 +296,43 @@ def cmd_embeddings(_: argparse.Namespace, settings: Settings) -> int:
             print(f"model: {recorded['provider']}/{recorded['model']}, {recorded['dim']} dimensions")
         print(f"columns: {column}")
         print(f"memories: {total}, with a vector: {embedded}")
+        running = await switching.switch_status(conn)
+        if running is not None:
+            _print_switch(running)
 
+    async def switch(conn: asyncpg.Connection) -> None:
+        try:
+            record = await switching.start_switch(
+                conn,
+                settings,
+                provider_name=args.provider,
+                model=args.model,
+                dim=args.dim,
+                base_url=args.base_url,
+                api_key_file=args.api_key_file.expanduser().resolve() if args.api_key_file else None,
+            )
+        except switching.SwitchError as exc:
+            raise CliError(str(exc)) from None
+        target = record["target"]
+        print(
+            f"switching to {target['provider']}/{target['model']} ({target['dim']} dimensions, {record['column']}): "
+            "the serving process re-embeds every memory in the background and answers from the current "
+            "vectors until the cut-over; `recalld embeddings status` shows the progress",
+            file=sys.stderr,
+        )
+
+    async def abort(conn: asyncpg.Connection) -> None:
+        try:
+            record = await switching.abort_switch(conn)
+        except switching.SwitchError as exc:
+            raise CliError(str(exc)) from None
+        source = record["source"]
+        print(
+            f"switch aborted: the stored vectors stay of {source['provider']}/{source['model']} "
+            f"({source['dim']} dimensions)",
+            file=sys.stderr,
+        )
+
+    work = {"status": status, "switch": switch, "abort": abort}[args.embeddings_command]
     asyncio.run(with_connection(settings, work))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -16,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.metrics import EMBEDDING_LATENCY
+
+log = logging.getLogger("recalld.embeddings")
 
 Vector = npt.NDArray[np.float32]
 EncodeFn = Callable[[Sequence[str]], npt.NDArray[np.float32]]
@@ -106,6 +109,8 @@ class Embedder:
         self._document_runs: set[asyncio.Task[None]] = set()
         self._overlapping_writes = 0
         self.document_texts_embedded = 0
+        # The new model of a running model switch (services.embedding_switch): writes embed with both.
+        self.switch_target: Embedder | None = None
 
     def start_documents(self, texts: Sequence[str]) -> list[DocumentBatch]:
         """Start embedding texts for storage; each batch's vectors arrive as soon as it is done.
@@ -181,6 +186,23 @@ class Embedder:
         finally:
             self.cancel_documents(batches)
         return [vector for vector in out if vector is not None]
+
+    async def switch_vectors(self, texts: Sequence[str]) -> list[Vector | None]:
+        """The running model switch's new-model vectors of texts, for a write to store beside its own.
+
+        All None when no switch runs, or when the new model cannot embed them now: the write goes
+        on, and the switch's worker embeds those rows later.
+        """
+        target = self.switch_target
+        if target is None or not texts:
+            return [None] * len(texts)
+        try:
+            return list(await target.embed_documents(texts))
+        except EmbeddingUnavailable as exc:
+            log.warning(
+                "the new model of the running switch did not embed a write (%s); the switch will", exc
+            )
+            return [None] * len(texts)
 
     async def embed_query(self, text: str, *, tenant_id: str) -> Vector:
         """Embed one query; cached per tenant, and batched with concurrent queries."""

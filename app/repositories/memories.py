@@ -55,11 +55,18 @@ INSERT_COLUMNS = (
     "script",
 )
 
-_INSERT_SQL = (
-    f"INSERT INTO memory ({', '.join(INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join(f'${i}' for i in range(1, len(INSERT_COLUMNS) + 1))}) "
-    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
-)
+
+def _insert_sql(columns: Sequence[str]) -> str:
+    return (
+        f"INSERT INTO memory ({', '.join(columns)}) "
+        f"VALUES ({', '.join(f'${i}' for i in range(1, len(columns) + 1))}) "
+        "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
+    )
+
+
+_INSERT_SQL = _insert_sql(INSERT_COLUMNS)
+# While an embedding model switch runs, writes store the new model's vector too (embedding_switch).
+_INSERT_WITH_NEXT_SQL = _insert_sql((*INSERT_COLUMNS, "embedding_next"))
 
 
 @dataclass(slots=True)
@@ -98,6 +105,8 @@ class NewMemory:
     language: str | None = None
     parent_symbol: str | None = None
     script: str | None = None  # the content's writing system (app.retrieval.language)
+    # A running model switch's vector of the same text (repositories.embedding_switch).
+    embedding_next: Vector | None = None
 
     def values(self, tenant_id: str) -> tuple[Any, ...]:
         """Positional values in INSERT_COLUMNS order."""
@@ -109,7 +118,11 @@ class NewMemory:
 
 async def insert_memories(conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]) -> None:
     """Insert rows (pipelined); a row whose idempotency key already exists is skipped."""
-    if rows:
+    if any(row.embedding_next is not None for row in rows):
+        await conn.executemany(
+            _INSERT_WITH_NEXT_SQL, [(*row.values(tenant_id), row.embedding_next) for row in rows]
+        )
+    elif rows:
         await conn.executemany(_INSERT_SQL, [row.values(tenant_id) for row in rows])
 
 

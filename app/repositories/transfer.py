@@ -48,7 +48,8 @@ async def table_columns(conn: asyncpg.Connection, *, table: str) -> Columns:
         "SELECT attname, format_type(atttypid, NULL) AS type, attgenerated <> '' OR attidentity <> '' AS computed, "
         "attidentity <> '' AS identity "
         "FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped "
-        "AND attname <> 'tenant_id' ORDER BY attnum",
+        # embedding_next holds a running model switch's vectors (embedding_switch): not the tenant's data.
+        "AND attname NOT IN ('tenant_id', 'embedding_next') ORDER BY attnum",
         f"public.{table}",
     )
     return Columns(

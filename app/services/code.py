@@ -92,9 +92,11 @@ async def _prepare_file(
         for chunk in chunks
     ]
     if embedder is not None and rows:
-        vectors = await embedder.embed_documents([_embedding_text(path, c) for c in chunks])
-        for row, vector in zip(rows, vectors, strict=True):
-            row.embedding = vector
+        texts = [_embedding_text(path, c) for c in chunks]
+        vectors = await embedder.embed_documents(texts)
+        nexts = await embedder.switch_vectors(texts)
+        for row, vector, next_vector in zip(rows, vectors, nexts, strict=True):
+            row.embedding, row.embedding_next = vector, next_vector
     symbols = [
         code_repo.SymbolRow(
             row.id, name, chunk.symbol_kind, chunk.parent_symbol, chunk.start_line, chunk.end_line

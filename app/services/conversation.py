@@ -103,13 +103,16 @@ async def reindex_followers(
     vectors: Sequence[Vector | None] = (
         await embedder.embed_documents(texts) if embedder is not None else [None] * len(texts)
     )
+    nexts = await embedder.switch_vectors(texts) if embedder is not None else [None] * len(texts)
     async with db.transaction([tenant_id]) as conn:
         await update_representations(
             conn,
             tenant_id=tenant_id,
             rows=[
-                (key.id, search_text_for(text, tags), vector)
-                for (key, _, tags), text, vector in zip(followers, texts, vectors, strict=True)
+                (key.id, search_text_for(text, tags), vector, next_vector)
+                for (key, _, tags), text, vector, next_vector in zip(
+                    followers, texts, vectors, nexts, strict=True
+                )
             ],
         )
     return len(followers)

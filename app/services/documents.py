@@ -79,13 +79,16 @@ def _plan_chunks(
     return _ChunkPlan(moves, fresh, [c.id for c in existing if c.id not in kept_ids])
 
 
-async def _embed_by_hash(embedder: Embedder | None, chunks: list[TextChunk]) -> dict[str, Vector]:
-    """Vectors of the chunks' texts, keyed by content hash (equal texts are embedded once)."""
+async def _embed_by_hash(
+    embedder: Embedder | None, chunks: list[TextChunk]
+) -> dict[str, tuple[Vector, Vector | None]]:
+    """Vectors of the chunks' texts (and a running model switch's), keyed by content hash (equal texts are embedded once)."""
     if embedder is None or not chunks:
         return {}
     texts = {chunk.content_hash: chunk.content for chunk in chunks}
     vectors = await embedder.embed_documents(list(texts.values()))
-    return dict(zip(texts, vectors, strict=True))
+    nexts = await embedder.switch_vectors(list(texts.values()))
+    return dict(zip(texts, zip(vectors, nexts, strict=True), strict=True))
 
 
 async def upload_document(
@@ -140,7 +143,8 @@ async def upload_document(
                 start_line=chunk.start_line,
                 end_line=chunk.end_line,
                 content_hash=chunk.content_hash,
-                embedding=vectors.get(chunk.content_hash),
+                embedding=vectors[chunk.content_hash][0] if chunk.content_hash in vectors else None,
+                embedding_next=vectors[chunk.content_hash][1] if chunk.content_hash in vectors else None,
             )
             for chunk in plan.fresh
         ]

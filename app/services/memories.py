@@ -189,9 +189,8 @@ async def write_memories(
     for row in rows:
         if row.id in indexed:
             row.search_text = search_text_for(indexed[row.id], row.tags)
-    batches = (
-        embedder.start_documents([indexed.get(r.id, r.content) for r in rows]) if embedder and rows else []
-    )
+    texts = [indexed.get(r.id, r.content) for r in rows]
+    batches = embedder.start_documents(texts) if embedder and rows else []
     superseded = [r.supersedes for r in rows if r.supersedes is not None]
 
     async def insert(conn: asyncpg.Connection) -> None:
@@ -230,6 +229,9 @@ async def write_memories(
         return stored, won
 
     try:
+        if embedder is not None:
+            for row, next_vector in zip(rows, await embedder.switch_vectors(texts), strict=True):
+                row.embedding_next = next_vector
         with embedder.overlap_slot() if embedder else nullcontext(False) as overlap:
             # No connection is held while the first batch (or, without a slot, every batch) embeds.
             for batch in batches if not overlap else batches[:1]:

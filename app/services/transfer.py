@@ -23,10 +23,8 @@ from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError
 from app.repositories import transfer as repo
-from app.repositories.conversation import TurnKey, turns_before
 from app.repositories.embedding_storage import recorded_model
-from app.retrieval.conversation import PREVIOUS_TURNS, episode_representation
-from app.services.code import code_embedding_text
+from app.services.embedding_texts import embedding_texts
 
 FORMAT = "recalld-export"
 VERSION = 1
@@ -264,20 +262,7 @@ async def _embed(
         sources = await repo.embedding_sources(
             conn, tenant_id=tenant_id, ids=ids[start : start + EMBED_BATCH]
         )
-        turns = [
-            TurnKey(s.butler, s.session_id, s.created_at, s.id)
-            for s in sources
-            if s.kind == "episode" and s.butler is not None and s.session_id is not None
-        ]
-        before = await turns_before(conn, tenant_id=tenant_id, keys=turns, count=PREVIOUS_TURNS)
-        texts = []
-        for s in sources:
-            if s.kind == "code" and s.path is not None:
-                texts.append(code_embedding_text(s.path, s.symbol_kind, s.parent_symbol, s.symbol, s.content))
-            elif s.id in before:
-                texts.append(episode_representation([text for _, text in reversed(before[s.id])], s.content))
-            else:
-                texts.append(s.content)
+        texts = await embedding_texts(conn, tenant_id=tenant_id, sources=sources)
         vectors = await embedder.embed_documents(texts)
         await repo.set_embeddings(
             conn, tenant_id=tenant_id, vectors=[(s.id, v) for s, v in zip(sources, vectors, strict=True)]

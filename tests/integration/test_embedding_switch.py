@@ -1,0 +1,481 @@
+"""`recalld embeddings switch`: re-embedding every memory with another model while serving, then one cut-over.
+
+The new model is tests/embedding_stub.py, a labelled TEST DOUBLE of an OpenAI-compatible endpoint
+(deterministic vectors, not about semantics); the old one is the real local MiniLM, or the stub
+at another dimension where the test is about resuming, not about models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import numpy as np
+import psutil
+import pytest
+
+from app.auth import mint_key
+from app.config import Settings
+from app.db import connect, resolve_dsn
+from app.main import create_app
+from app.repositories import tenants as tenant_repo
+from app.services import embedding_switch as switching
+from app.state import ServiceState
+from tests.embedding_stub import embedding_stub, stub_vector
+from tests.support import ROOT, free_port, running, wait_ready
+
+FACTS = 20
+DOCUMENT = "# Birds\n\nThe heron waits at the lake shore.\n\n## Ferries\n\nThe ferry leaves at seven.\n"
+
+
+@pytest.fixture
+def fresh_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sw-", dir="/tmp"))
+    yield path
+    pid_file = path / "pg" / "postmaster.pid"
+    if pid_file.exists():
+        pid = int(pid_file.read_text().split()[0])
+        if psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _writer_key(owner: asyncpg.Connection) -> str:
+    tenant = await tenant_repo.create_tenant(owner, name=f"sw-{uuid.uuid4().hex[:8]}")
+    key = mint_key()
+    await tenant_repo.insert_api_key(
+        owner, tenant_id=tenant.id, prefix=key.prefix, key_hash=key.key_hash, role="writer", operator=False
+    )
+    return key.plain
+
+
+async def _every_tenant(owner: asyncpg.Connection) -> None:
+    await owner.execute(
+        "SELECT set_config('recalld.tenant_ids', coalesce(string_agg(id::text, ','), ''), false) FROM tenant"
+    )
+
+
+async def _columns(owner: asyncpg.Connection) -> dict[str, str]:
+    rows = await owner.fetch(
+        "SELECT attrelid::regclass::text AS t, attname, format_type(atttypid, atttypmod) AS type "
+        "FROM pg_attribute WHERE attrelid IN ('memory'::regclass, 'memory_vector'::regclass) "
+        "AND attname LIKE 'embedding%' AND NOT attisdropped"
+    )
+    return {f"{r['t']}.{r['attname']}": r["type"] for r in rows}
+
+
+def _cosine(a: Any, b: list[float]) -> float:
+    x, y = np.asarray(a.to_numpy() if hasattr(a, "to_numpy") else a, dtype=np.float64), np.asarray(b)
+    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+
+
+async def _wait(predicate: Any, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_switch_from_the_local_model_to_768_under_writes_and_searches(
+    fresh_dir: Path, service: ServiceState, settings: Settings
+) -> None:
+    # The local model's ONNX export of the session's service, instead of exporting it again here.
+    (fresh_dir / "models").symlink_to(settings.resolved_data_dir / "models")
+    with embedding_stub(768) as (url, stub):
+        local = Settings(
+            data_dir=fresh_dir,
+            database_url=None,
+            embedding_provider="local",
+            pool_min_size=1,
+            pool_max_size=4,
+            embedding_switch_batch_size=8,
+            embedding_switch_requests_per_second=4,  # paced: the switch takes a few seconds
+        )
+        async with running(create_app(local)) as app:
+            state: ServiceState = app.state.service
+            owner = await connect(await resolve_dsn(local))
+            try:
+                headers = {"Authorization": f"Bearer {await _writer_key(owner)}"}
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                    facts = [f"The heron number {i} nests by the lake" for i in range(40)]
+                    for fact in facts:
+                        assert (
+                            await http.post("/v1/facts", json={"content": fact}, headers=headers)
+                        ).status_code == 201
+                    for turn in ("We booked the ferry", "It leaves at seven", "Bring the tickets"):
+                        episode = {"content": turn, "butler": "concierge", "session_id": "s1"}
+                        assert (
+                            await http.post("/v1/episodes", json=episode, headers=headers)
+                        ).status_code == 201
+                    document = {"path": "notes/birds.md", "content": DOCUMENT}
+                    assert (
+                        await http.put("/v1/documents", json=document, headers=headers)
+                    ).status_code == 200
+                    code = {
+                        "repository": "app",
+                        "files": [{"path": "a.py", "content": "def heron():\n    return 1\n"}],
+                    }
+                    assert (await http.put("/v1/code/files", json=code, headers=headers)).status_code == 200
+
+                    record = await switching.start_switch(
+                        owner,
+                        local,
+                        provider_name="openai",
+                        model="stub-768",
+                        dim=None,
+                        base_url=url,
+                        api_key_file=None,
+                    )
+                    assert record["target"] == {"provider": "openai", "model": "stub-768", "dim": 768}
+                    assert (await _columns(owner))["memory.embedding_next"] == "vector(768)"
+
+                    written: list[str] = []
+                    statuses: list[int] = []
+                    progress: list[dict[str, Any]] = []
+                    stop = asyncio.Event()
+
+                    async def writer() -> None:
+                        n = 0
+                        while not stop.is_set():
+                            text = f"Written during the switch {n} about ferries"
+                            r = await http.post("/v1/facts", json={"content": text}, headers=headers)
+                            statuses.append(r.status_code)
+                            if r.status_code == 201:
+                                written.append(r.json()["id"])
+                            n += 1
+                            await asyncio.sleep(0.05)
+
+                    async def searcher(mode: str) -> None:
+                        while not stop.is_set():
+                            r = await http.post(
+                                "/v1/search", json={"query": "heron lake", "mode": mode}, headers=headers
+                            )
+                            statuses.append(r.status_code)
+                            ready = (await http.get("/readyz")).json()
+                            if "embedding_switch" in ready["checks"]:
+                                progress.append(ready["checks"]["embedding_switch"])
+                            await asyncio.sleep(0.02)
+
+                    tasks = [
+                        asyncio.create_task(t) for t in (writer(), searcher("hybrid"), searcher("semantic"))
+                    ]
+                    # A write while the switch runs is embedded with both models, in its own request.
+                    await _wait(
+                        lambda: state.embedder is not None and state.embedder.switch_target is not None
+                    )
+                    dual = "Stored with both models at once"
+                    r = await http.post("/v1/facts", json={"content": dual}, headers=headers)
+                    assert r.status_code == 201
+                    await _every_tenant(owner)
+                    if state.embedder is not None and state.embedder.identity.dim == 384:
+                        twin = await owner.fetchval(
+                            "SELECT embedding_next FROM memory WHERE id = $1", uuid.UUID(r.json()["id"])
+                        )
+                        assert twin is not None and _cosine(twin, stub_vector(dual, 768)) > 0.999
+                    await _wait(lambda: state.embedder is not None and state.embedder.identity.dim == 768)
+                    await asyncio.sleep(0.5)  # writes and searches go on with the new model
+                    stop.set()
+                    await asyncio.gather(*tasks)
+
+                    assert statuses and set(statuses) <= {200, 201}, sorted(set(statuses))
+                    assert progress, "/readyz never showed the switch's progress"
+                    last = progress[-1]
+                    assert last["target"]["dim"] == 768 and 0 < last["done"] <= last["total"]
+                    assert {"rate_per_second", "eta_seconds", "state"} <= set(last)
+
+                    assert (await _columns(owner)) == {
+                        "memory.embedding": "vector(768)",
+                        "memory_vector.embedding": "vector(768)",
+                    }
+                    recorded = await owner.fetchval("SELECT value FROM system_config WHERE key = 'embedding'")
+                    assert recorded == {"provider": "openai", "model": "stub-768", "dim": 768}
+                    assert (
+                        await owner.fetchval("SELECT value FROM system_config WHERE key = 'embedding_switch'")
+                        is None
+                    )
+                    counts = await owner.fetchrow(
+                        "SELECT count(*) AS n, count(embedding) AS e, (SELECT count(*) FROM memory_vector) AS v FROM memory"
+                    )
+                    assert counts["n"] == counts["e"] == counts["v"]
+                    # Nothing written was lost, and every fact holds the new model's vector of its text.
+                    stored = await owner.fetch(
+                        "SELECT id, content, embedding FROM memory WHERE kind = 'fact'"
+                    )
+                    assert {str(r["id"]) for r in stored} >= set(written)
+                    assert len(stored) == len(facts) + len(written) + 1
+                    assert all(
+                        _cosine(r["embedding"], stub_vector(r["content"], 768)) > 0.999 for r in stored
+                    )
+                    # Code is embedded with its header, as its upload did: not its bare content.
+                    code_vector = await owner.fetchval("SELECT embedding FROM memory WHERE kind = 'code'")
+                    assert _cosine(code_vector, stub_vector("def heron():\n    return 1\n", 768)) < 0.999
+
+                    found = await http.post(
+                        "/v1/search", json={"query": "heron nests", "mode": "semantic"}, headers=headers
+                    )
+                    assert found.status_code == 200 and found.json()["results"]
+                    assert (await http.get("/readyz")).json()["checks"]["embedder"]["dim"] == 768
+                    assert "embedding_switch" not in (await http.get("/readyz")).json()["checks"]
+            finally:
+                await owner.close()
+    assert stub.requests
+
+
+def _stub_settings(data_dir: Path, url: str, dim: int) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        database_url=None,
+        embedding_provider="openai",
+        embedding_model=f"stub-{dim}",
+        embedding_dim=dim,
+        openai_base_url=url,
+        openai_api_key="sk-test",
+        pool_min_size=1,
+        pool_max_size=3,
+        embedding_switch_batch_size=4,
+        embedding_switch_requests_per_second=2,
+    )
+
+
+async def test_abort_returns_to_the_old_model_with_nothing_lost(fresh_dir: Path) -> None:
+    with embedding_stub(384) as (old_url, _), embedding_stub(768) as (new_url, new_stub):
+        settings = _stub_settings(fresh_dir, old_url, 384)
+        async with running(create_app(settings)) as app:
+            state: ServiceState = app.state.service
+            owner = await connect(await resolve_dsn(settings))
+            try:
+                with pytest.raises(switching.SwitchError, match="no embedding switch is running"):
+                    await switching.abort_switch(owner)
+                headers = {"Authorization": f"Bearer {await _writer_key(owner)}"}
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                    for i in range(30):
+                        assert (
+                            await http.post(
+                                "/v1/facts", json={"content": f"Ferry {i} leaves"}, headers=headers
+                            )
+                        ).status_code == 201
+                    await _every_tenant(owner)
+                    before = {
+                        r["id"]: r["embedding"].to_list()
+                        for r in await owner.fetch("SELECT id, embedding FROM memory")
+                    }
+                    with pytest.raises(switching.SwitchError, match="already are of"):
+                        await switching.start_switch(
+                            owner,
+                            settings,
+                            provider_name="openai",
+                            model="stub-384",
+                            dim=384,
+                            base_url=old_url,
+                            api_key_file=None,
+                        )
+                    await switching.start_switch(
+                        owner,
+                        settings,
+                        provider_name="openai",
+                        model="stub-768",
+                        dim=768,
+                        base_url=new_url,
+                        api_key_file=None,
+                    )
+                    with pytest.raises(switching.SwitchError, match="is running"):
+                        await switching.start_switch(
+                            owner,
+                            settings,
+                            provider_name="local",
+                            model=None,
+                            dim=None,
+                            base_url=None,
+                            api_key_file=None,
+                        )
+                    await _wait(
+                        lambda: (
+                            state.embedding_switch is not None and state.embedding_switch.get("done", 0) > 0
+                        )
+                    )
+                    during = await http.post(
+                        "/v1/facts", json={"content": "Written before the abort"}, headers=headers
+                    )
+                    assert during.status_code == 201
+                    record = await switching.abort_switch(owner)
+                    assert record["target"]["dim"] == 768
+                    after = await http.post(
+                        "/v1/facts", json={"content": "Written after the abort"}, headers=headers
+                    )
+                    assert after.status_code == 201
+                    found = await http.post(
+                        "/v1/search", json={"query": "ferry leaves", "mode": "semantic"}, headers=headers
+                    )
+                    assert found.status_code == 200 and found.json()["results"]
+
+                assert state.embedder is not None and state.embedder.identity.dim == 384
+                assert state.embedder.switch_target is None and state.embedding_switch is None
+                assert (await _columns(owner)) == {
+                    "memory.embedding": "vector(384)",
+                    "memory_vector.embedding": "vector(384)",
+                }
+                assert (
+                    await owner.fetchval("SELECT value FROM system_config WHERE key = 'embedding_switch'")
+                    is None
+                )
+                assert await owner.fetchval("SELECT value FROM system_config WHERE key = 'embedding'") == {
+                    "provider": "openai",
+                    "model": "stub-384",
+                    "dim": 384,
+                }
+                await _every_tenant(owner)
+                now = {
+                    r["id"]: r["embedding"].to_list()
+                    for r in await owner.fetch("SELECT id, embedding FROM memory")
+                }
+                assert {k: now[k] for k in before} == before
+                assert len(now) == len(before) + 2
+                assert await owner.fetchval("SELECT count(*) FROM memory_vector") == len(now)
+                # The worker stopped asking the new model.
+                asked = len(new_stub.requests)
+                await asyncio.sleep(2.5)
+                assert len(new_stub.requests) == asked
+            finally:
+                await owner.close()
+
+
+def _env(data_dir: Path, url: str, dim: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(
+        RECALLD_DATA_DIR=str(data_dir),
+        RECALLD_EMBEDDING_PROVIDER="openai",
+        RECALLD_EMBEDDING_MODEL=f"stub-{dim}",
+        RECALLD_EMBEDDING_DIM=str(dim),
+        RECALLD_OPENAI_BASE_URL=url,
+        RECALLD_OPENAI_API_KEY="sk-test",
+        # One memory per request, one request per second: the switch takes FACTS seconds.
+        RECALLD_EMBEDDING_SWITCH_BATCH_SIZE="1",
+        RECALLD_EMBEDDING_SWITCH_REQUESTS_PER_SECOND="1",
+        RECALLD_POOL_MIN_SIZE="1",
+        HF_HUB_OFFLINE="1",
+    )
+    return env
+
+
+def _recalld(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _done(status: str) -> tuple[int, int] | None:
+    found = re.search(r"^switch: .*: (\d+)/(\d+) memories", status, re.MULTILINE)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def _readyz(base: str) -> dict[str, Any]:
+    checks: dict[str, Any] = httpx.get(f"{base}/readyz", timeout=5).json()["checks"]
+    return checks
+
+
+def test_a_sigkill_in_the_middle_of_a_switch_resumes_and_completes(fresh_dir: Path) -> None:
+    with embedding_stub(384) as (old_url, _), embedding_stub(768) as (new_url, new_stub):
+        env = _env(fresh_dir, old_url, 384)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = _serve(env, port)
+        try:
+            wait_ready(port, server)
+            headers = {"Authorization": f"Bearer {(fresh_dir / 'admin.key').read_text().strip()}"}
+            for i in range(FACTS):
+                r = httpx.post(f"{base}/v1/facts", json={"content": f"Lake fact {i}"}, headers=headers)
+                assert r.status_code == 201
+            switched = _recalld(
+                env,
+                "embeddings",
+                "switch",
+                "--provider",
+                "openai",
+                "--model",
+                "stub-768",
+                "--base-url",
+                new_url,
+            )
+            assert switched.returncode == 0, switched.stderr
+            assert "768 dimensions" in switched.stderr
+            # Progress in /readyz, then in the CLI: done/total, rate and ETA.
+            deadline = time.monotonic() + 60
+            while (_readyz(base).get("embedding_switch") or {}).get("done", 0) < 3:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            progress = _readyz(base)["embedding_switch"]
+            assert progress["total"] == FACTS and progress["target"]["dim"] == 768
+            status = _recalld(env, "embeddings", "status").stdout
+            done = _done(status)
+            assert done is not None and 0 < done[0] < done[1] == FACTS, status
+            assert re.search(r"switch rate: [\d.]+ memories/s, ETA \d+m\d\ds", status), status
+
+            # Crash the service and PostgreSQL in the middle of the switch.
+            server.send_signal(signal.SIGKILL)
+            server.wait(10)
+            os.kill(int((fresh_dir / "pg" / "postmaster.pid").read_text().split()[0]), signal.SIGKILL)
+            time.sleep(switching.WORKER_STALE_SECONDS)  # until its last report is too old to be a live worker's
+            status = _recalld(env, "embeddings", "status").stdout
+            assert "switch worker: not running" in status, status
+            crashed_at = _done(status)
+            assert crashed_at is not None and 0 < crashed_at[0] < FACTS, status
+
+            server = _serve(env, port)
+            wait_ready(port, server)
+            deadline = time.monotonic() + 90
+            while _readyz(base)["embedder"]["dim"] != 768:
+                assert time.monotonic() < deadline
+                time.sleep(0.3)
+            status = _recalld(env, "embeddings", "status").stdout
+            assert "model: openai/stub-768" in status and "columns: vector(768)" in status, status
+            assert f"memories: {FACTS}, with a vector: {FACTS}" in status and "switch:" not in status, status
+            # The resumed switch embedded only what the crash left undone (plus a batch in flight).
+            asked = sum(len(r["input"]) for r in new_stub.requests if isinstance(r["input"], list))
+            assert asked <= FACTS + 2
+            found = httpx.post(
+                f"{base}/v1/search", json={"query": "Lake fact 7", "mode": "semantic"}, headers=headers
+            )
+            assert found.status_code == 200 and found.json()["results"]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+
+        # The old configuration no longer matches: one line naming the settings and the command.
+        refused = _recalld(env, "serve", "--port", str(port))
+        assert refused.returncode != 0
+        lines = [line for line in (refused.stdout + refused.stderr).splitlines() if line.strip()]
+        assert len(lines) == 1, lines
+        assert "RECALLD_EMBEDDING_MODEL=stub-768" in lines[0]
+        assert "recalld embeddings switch --provider openai --model stub-384 --dim 384" in lines[0]
+        assert "listening" not in lines[0]
