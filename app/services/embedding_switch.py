@@ -274,6 +274,10 @@ class SwitchWorker:
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("embedding switch worker: %s; retrying in %.0f s", exc, POLL_SECONDS)
                     await asyncio.sleep(POLL_SECONDS)
+                except Exception:
+                    # Whatever it was, the switch's state is in the database: the next try resumes it.
+                    log.exception("embedding switch worker failed; retrying in %.0f s", MAX_BACKOFF_SECONDS)
+                    await asyncio.sleep(MAX_BACKOFF_SECONDS)
         finally:
             self._detach()
 

@@ -1,0 +1,223 @@
+"""An embedding model switch measured under load: items/s, errors, lost writes, vectors of the new model.
+
+    python -m app.evaluation.switch_bench --data-dir /tmp/sw-bench --memories 5000 \\
+        [--searchers 4] [--writers 1] [--round-trip] [--requests-per-second 0]
+
+One process serves a fresh data directory with the local MiniLM (384), loads `--memories`
+synthetic memories, then switches to an OpenAI-compatible 768-dimension model and (with
+--round-trip) back to the local model, while `--searchers` clients search and `--writers` write
+without pause. The 768-dimension endpoint is tests/embedding_stub.py, a labelled TEST DOUBLE
+(deterministic vectors; a checkout is needed): what it measures is recalld's switch, not a model.
+Prints one markdown row per switch for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.auth import mint_key
+from app.config import Settings
+from app.db import connect, resolve_dsn
+from app.evaluation.bench import generate_memories, generate_queries
+from app.main import create_app
+from app.repositories import tenants as tenant_repo
+from app.services import embedding_switch as switching
+from app.state import ServiceState
+
+
+async def _key(settings: Settings) -> str:
+    owner = await connect(await resolve_dsn(settings))
+    try:
+        tenant = await tenant_repo.create_tenant(owner, name=f"switch-{uuid.uuid4().hex[:6]}")
+        key = mint_key()
+        await tenant_repo.insert_api_key(
+            owner,
+            tenant_id=tenant.id,
+            prefix=key.prefix,
+            key_hash=key.key_hash,
+            role="writer",
+            operator=False,
+        )
+        return key.plain
+    finally:
+        await owner.close()
+
+
+async def _switch(
+    app: Any,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    headers: dict[str, str],
+    args: argparse.Namespace,
+    **to: Any,
+) -> dict[str, Any]:
+    state: ServiceState = app.state.service
+    queries = generate_queries(200)
+    errors: list[str] = []
+    written: list[str] = []
+    searches = 0
+    stop = asyncio.Event()
+
+    async def searcher(n: int) -> None:
+        nonlocal searches
+        i = n
+        while not stop.is_set():
+            r = await http.post("/v1/search", json={"query": queries[i % len(queries)]}, headers=headers)
+            searches += 1
+            if r.status_code != 200:
+                errors.append(f"search {r.status_code}")
+            i += 1
+
+    async def writer(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            r = await http.post(
+                "/v1/facts", json={"content": f"written during the switch {n}-{i}"}, headers=headers
+            )
+            if r.status_code == 201:
+                written.append(r.json()["id"])
+            else:
+                errors.append(f"write {r.status_code}")
+            i += 1
+
+    owner = await connect(await resolve_dsn(settings))
+    try:
+        started = time.monotonic()
+        await switching.start_switch(owner, settings, api_key_file=None, **to)
+        tasks = [asyncio.create_task(searcher(n)) for n in range(args.searchers)]
+        tasks += [asyncio.create_task(writer(n)) for n in range(args.writers)]
+
+        def switched() -> bool:
+            identity = state.embedder.identity if state.embedder else None
+            return (
+                identity is not None
+                and identity.provider == to["provider"]
+                and to["model"] in (None, identity.model)
+            )
+
+        while True:  # the cut-over swaps the service's embedder
+            if switched():
+                break
+            await asyncio.sleep(0.2)
+        seconds = time.monotonic() - started
+        stop.set()
+        await asyncio.gather(*tasks)
+        await owner.execute(
+            "SELECT set_config('recalld.tenant_ids', coalesce(string_agg(id::text, ','), ''), false) FROM tenant"
+        )
+        row = await owner.fetchrow(
+            "SELECT count(*) AS n, count(embedding) AS e, max(vector_dims(embedding)) AS d, "
+            "min(vector_dims(embedding)) AS dmin FROM memory"
+        )
+        present = await owner.fetchval(
+            "SELECT count(*) FROM memory WHERE id = ANY($1::uuid[])", [uuid.UUID(w) for w in written]
+        )
+    finally:
+        await owner.close()
+    assert row is not None
+    return {
+        "to": f"{to['provider']}/{to['model']}",
+        "memories": row["n"],
+        "seconds": seconds,
+        "rate": row["n"] / seconds,
+        "errors": len(errors),
+        "written": len(written),
+        "lost": len(written) - present,
+        "searches": searches,
+        "all_new": row["n"] == row["e"] and row["d"] == row["dmin"] == state.embedder.identity.dim
+        if state.embedder
+        else False,
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Run the switches and print their rows."""
+    try:
+        from tests.embedding_stub import embedding_stub
+    except ImportError as exc:  # pragma: no cover - a wheel has no tests
+        raise SystemExit(
+            "run from a recalld checkout: the 768-dimension endpoint is tests/embedding_stub.py"
+        ) from exc
+    with embedding_stub(768) as (url, _):
+        settings = Settings(
+            data_dir=Path(args.data_dir),
+            database_url=None,
+            embedding_provider="local",
+            embedding_switch_requests_per_second=args.requests_per_second,
+        )
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            headers = {"Authorization": f"Bearer {await _key(settings)}"}
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=120) as http:
+                texts = generate_memories(args.memories)
+                for start in range(0, len(texts), 500):
+                    items = [{"type": "fact", "content": t} for t in texts[start : start + 500]]
+                    r = await http.post("/v1/memories:batch", json={"items": items}, headers=headers)
+                    r.raise_for_status()
+                rows = [
+                    await _switch(
+                        app,
+                        settings,
+                        http,
+                        headers,
+                        args,
+                        provider_name="openai",
+                        model="stub-768",
+                        dim=768,
+                        base_url=url,
+                    )
+                ]
+                if args.round_trip:
+                    rows.append(
+                        await _switch(
+                            app,
+                            settings,
+                            http,
+                            headers,
+                            args,
+                            provider_name="local",
+                            model=None,
+                            dim=None,
+                            base_url=None,
+                        )
+                    )
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f}; {args.searchers} searchers, {args.writers} writers")
+    print(
+        "| switch to | memories | seconds | items/s | errors | writes during | lost | searches | all new vectors |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['to']} | {row['memories']} | {row['seconds']:.1f} | {row['rate']:.0f} | {row['errors']} "
+            f"| {row['written']} | {row['lost']} | {row['searches']} | {'yes' if row['all_new'] else 'NO'} |"
+        )
+
+
+def cli() -> None:
+    """Parse arguments and run."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", required=True, help="a fresh (or empty) data directory")
+    parser.add_argument("--memories", type=int, default=5000)
+    parser.add_argument("--searchers", type=int, default=4)
+    parser.add_argument("--writers", type=int, default=1)
+    parser.add_argument("--round-trip", action="store_true", help="switch back to the local model afterwards")
+    parser.add_argument(
+        "--requests-per-second", type=float, default=0.0, help="the switch's pacing (0: none)"
+    )
+    asyncio.run(main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    cli()
