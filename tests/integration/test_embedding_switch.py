@@ -445,7 +445,9 @@ def test_a_sigkill_in_the_middle_of_a_switch_resumes_and_completes(fresh_dir: Pa
             server.send_signal(signal.SIGKILL)
             server.wait(10)
             os.kill(int((fresh_dir / "pg" / "postmaster.pid").read_text().split()[0]), signal.SIGKILL)
-            time.sleep(switching.WORKER_STALE_SECONDS)  # until its last report is too old to be a live worker's
+            time.sleep(
+                switching.WORKER_STALE_SECONDS
+            )  # until its last report is too old to be a live worker's
             status = _recalld(env, "embeddings", "status").stdout
             assert "switch worker: not running" in status, status
             crashed_at = _done(status)
