@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 from app.auth import mint_key
 from app.config import Settings
@@ -49,6 +50,18 @@ async def _key(settings: Settings) -> str:
         return key.plain
     finally:
         await owner.close()
+
+
+async def _vectors(settings: Settings) -> dict[uuid.UUID, Any]:
+    owner = await connect(await resolve_dsn(settings))
+    try:
+        await owner.execute(
+            "SELECT set_config('recalld.tenant_ids', coalesce(string_agg(id::text, ','), ''), false) FROM tenant"
+        )
+        rows = await owner.fetch("SELECT id, embedding FROM memory")
+    finally:
+        await owner.close()
+    return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows}
 
 
 async def _switch(
@@ -99,7 +112,7 @@ async def _switch(
             identity = state.embedder.identity if state.embedder else None
             return (
                 identity is not None
-                and identity.provider == to["provider"]
+                and identity.provider == to["provider_name"]
                 and to["model"] in (None, identity.model)
             )
 
@@ -124,7 +137,7 @@ async def _switch(
         await owner.close()
     assert row is not None
     return {
-        "to": f"{to['provider']}/{to['model']}",
+        "to": f"{to['provider_name']}/{to['model']}",
         "memories": row["n"],
         "seconds": seconds,
         "rate": row["n"] / seconds,
@@ -163,6 +176,8 @@ async def main(args: argparse.Namespace) -> None:
                     items = [{"type": "fact", "content": t} for t in texts[start : start + 500]]
                     r = await http.post("/v1/memories:batch", json={"items": items}, headers=headers)
                     r.raise_for_status()
+                before = await _vectors(settings)
+                agreement = None
                 rows = [
                     await _switch(
                         app,
@@ -190,8 +205,15 @@ async def main(args: argparse.Namespace) -> None:
                             base_url=None,
                         )
                     )
+                    after = await _vectors(settings)
+                    # Back on the same model, every memory's vector should be what it was before.
+                    agreement = min(float(np.dot(before[k], after[k])) for k in before)
     load = os.getloadavg()
     print(f"load average {load[0]:.2f}; {args.searchers} searchers, {args.writers} writers")
+    if agreement is not None:
+        print(
+            f"after the round trip, the lowest cosine of a memory's vector to its vector before: {agreement:.6f}"
+        )
     print(
         "| switch to | memories | seconds | items/s | errors | writes during | lost | searches | all new vectors |"
     )
