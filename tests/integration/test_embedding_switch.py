@@ -186,7 +186,8 @@ async def test_a_switch_from_the_local_model_to_768_under_writes_and_searches(
                             "SELECT embedding_next FROM memory WHERE id = $1", uuid.UUID(r.json()["id"])
                         )
                         assert twin is not None and _cosine(twin, stub_vector(dual, 768)) > 0.999
-                    await _wait(lambda: state.embedder is not None and state.embedder.identity.dim == 768)
+                    # A few seconds on an idle machine; minutes on a 2-core one shared with test suites.
+                    await _wait(lambda: state.embedder is not None and state.embedder.identity.dim == 768, 300)
                     await asyncio.sleep(0.5)  # writes and searches go on with the new model
                     stop.set()
                     await asyncio.gather(*tasks)
