@@ -11,7 +11,7 @@ import asyncpg
 from app.config import Settings
 from app.db import connect, normalise_dsn, resolve_dsn, resolve_serving_dsn
 from app.embeddings.base import EmbedderIdentity, EmbeddingUnavailable
-from app.embeddings.factory import EmbeddingConfigError, provider
+from app.embeddings.factory import EmbeddingConfigError, provider, serve_hint, switch_command
 from app.migrate import current_revision, head_revision, upgrade_to_head
 from app.repositories import embedding_storage as storage
 from app.repositories.embedding_switch import switch_record
@@ -88,24 +88,6 @@ async def check_serving_role(conn: asyncpg.Connection) -> None:
             "role recalld_app (give it a password with RECALLD_SERVING_PASSWORD=... recalld migrate) and "
             "keep the owner's URL in RECALLD_MIGRATION_DATABASE_URL; see 'Operating recalld' in README.md"
         )
-
-
-def serve_hint(recorded: dict[str, Any]) -> str:
-    """The settings that serve vectors of this model ({"provider", "model", "dim"})."""
-    if recorded.get("provider") == "local":
-        return "RECALLD_EMBEDDING_PROVIDER=local"
-    return (
-        f"RECALLD_EMBEDDING_PROVIDER={recorded.get('provider')} RECALLD_EMBEDDING_MODEL={recorded.get('model')} "
-        f"RECALLD_EMBEDDING_DIM={recorded.get('dim')}"
-    )
-
-
-def switch_command(model: dict[str, Any]) -> str:
-    """The command that re-embeds the stored vectors with this model ({"provider", "model", "dim"})."""
-    if model.get("provider") == "local":
-        return "recalld embeddings switch --provider local"
-    dim = f" --dim {model['dim']}" if model.get("dim") is not None else ""
-    return f"recalld embeddings switch --provider {model.get('provider')} --model {model.get('model')}{dim}"
 
 
 def _mismatch(

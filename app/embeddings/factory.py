@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -298,3 +298,21 @@ def build_embedder(settings: Settings, identity: EmbedderIdentity | None = None)
         dim = chosen.dim(settings) or chosen.probe_dim(settings)
         identity = EmbedderIdentity(settings.embedding_provider, chosen.model(settings), dim)
     return chosen.build(settings, identity)
+
+
+def serve_hint(recorded: dict[str, Any]) -> str:
+    """The settings that serve vectors of this model ({"provider", "model", "dim"})."""
+    if recorded.get("provider") == "local":
+        return "RECALLD_EMBEDDING_PROVIDER=local"
+    return (
+        f"RECALLD_EMBEDDING_PROVIDER={recorded.get('provider')} RECALLD_EMBEDDING_MODEL={recorded.get('model')} "
+        f"RECALLD_EMBEDDING_DIM={recorded.get('dim')}"
+    )
+
+
+def switch_command(model: dict[str, Any]) -> str:
+    """The command that re-embeds the stored vectors with this model ({"provider", "model", "dim"})."""
+    if model.get("provider") == "local":
+        return "recalld embeddings switch --provider local"
+    dim = f" --dim {model['dim']}" if model.get("dim") is not None else ""
+    return f"recalld embeddings switch --provider {model.get('provider')} --model {model.get('model')}{dim}"

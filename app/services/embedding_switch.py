@@ -28,12 +28,11 @@ import asyncpg
 from app.config import Settings
 from app.db import connect
 from app.embeddings.base import Embedder, EmbedderIdentity, EmbeddingUnavailable
-from app.embeddings.factory import EmbeddingConfigError, build_embedder, provider
+from app.embeddings.factory import EmbeddingConfigError, build_embedder, provider, serve_hint
 from app.repositories import embedding_storage as storage
 from app.repositories import embedding_switch as repo
 from app.repositories.vector_indexes import see_every_tenant
 from app.services.embedding_texts import embedding_texts
-from app.startup import serve_hint
 from app.state import ServiceState
 
 log = logging.getLogger("recalld.embedding_switch")

@@ -187,7 +187,9 @@ async def test_a_switch_from_the_local_model_to_768_under_writes_and_searches(
                         )
                         assert twin is not None and _cosine(twin, stub_vector(dual, 768)) > 0.999
                     # A few seconds on an idle machine; minutes on a 2-core one shared with test suites.
-                    await _wait(lambda: state.embedder is not None and state.embedder.identity.dim == 768, 300)
+                    await _wait(
+                        lambda: state.embedder is not None and state.embedder.identity.dim == 768, 300
+                    )
                     await asyncio.sleep(0.5)  # writes and searches go on with the new model
                     stop.set()
                     await asyncio.gather(*tasks)

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from app.embeddings.factory import switch_command
 from app.model_gate import ModelGate
 from app.services.embedding_switch import progress_view
-from app.startup import switch_command
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """An embedding model switch measured under load: items/s, errors, lost writes, vectors of the new model.
 
-    python -m app.evaluation.switch_bench --data-dir /tmp/sw-bench --memories 5000 \\
+    python -m app.cli.switch_bench --data-dir /tmp/sw-bench --memories 5000 \\
         [--searchers 4] [--writers 1] [--round-trip] [--requests-per-second 0]
 
 One process serves a fresh data directory with the local MiniLM (384), loads `--memories`
