@@ -298,7 +298,8 @@ class SwitchWorker:
             await self._report(conn, run)
             return False
         worked = await self._batch(conn, run)
-        await self._report(conn, run)
+        if self._run is run:  # not after the cut-over
+            await self._report(conn, run)
         return worked
 
     async def _attach(self, record: dict[str, Any]) -> _Run | None:
@@ -341,8 +342,9 @@ class SwitchWorker:
                 run.after = None
                 return True
         if not rows:
-            await self._cut_over(conn, run)
-            return True
+            # A cut-over that had to give way (requests or locks still held) waits a poll interval,
+            # so the gate is not closed again at once.
+            return await self._cut_over(conn, run)
         tenant = str(rows[0].tenant_id)
         async with conn.transaction():
             await conn.execute("SELECT set_config('recalld.tenant_ids', $1, true)", tenant)
@@ -393,27 +395,28 @@ class SwitchWorker:
         run.record["progress"] = progress
         self._state.embedding_switch = progress_view(run.record, done=run.done, total=run.total)
 
-    async def _cut_over(self, conn: asyncpg.Connection, run: _Run) -> None:
+    async def _cut_over(self, conn: asyncpg.Connection, run: _Run) -> bool:
+        """Put the new vectors in place; False when it gave way to requests or locks, to try again later."""
         state = self._state
         old = state.embedder
         target = run.record["target"]
         async with state.model_gate.closed(drain_seconds=DRAIN_SECONDS) as drained:
             if not drained:
                 log.info("embedding switch: requests still running; the cut-over waits")
-                return
+                return False
             try:
                 async with conn.transaction():
                     await repo.lock_for_cut_over(conn, wait_seconds=LOCK_SECONDS)
                     await see_every_tenant(conn)
-                    if await repo.any_pending(conn):
+                    if await repo.any_pending(conn):  # written since the pass: one more pass
                         run.after = None
-                        return
+                        return True
                     await repo.cut_over(conn, run.record["column"])
                     await repo.replace_recorded_model(conn, target)
                     await repo.delete_switch_record(conn)
             except asyncpg.LockNotAvailableError:
                 log.info("embedding switch: the tables are busy; the cut-over waits")
-                return
+                return False
             # Pooled connections prepared statements against the old columns: replaced on next use.
             await state.pool.expire_connections()
             await state.check_pool.expire_connections()
@@ -431,6 +434,7 @@ class SwitchWorker:
             run.done,
             serve_hint(target),
         )
+        return True
 
     async def _abort(self, conn: asyncpg.Connection) -> None:
         state = self._state
