@@ -484,3 +484,58 @@ def test_a_sigkill_in_the_middle_of_a_switch_resumes_and_completes(fresh_dir: Pa
         assert "RECALLD_EMBEDDING_MODEL=stub-768" in lines[0]
         assert "recalld embeddings switch --provider openai --model stub-384 --dim 384" in lines[0]
         assert "listening" not in lines[0]
+
+
+async def test_an_outage_of_the_new_models_endpoint_pauses_the_switch_and_refuses_no_write(
+    fresh_dir: Path,
+) -> None:
+    with (
+        embedding_stub(384) as (old_url, _),
+        embedding_stub(768, failure_status=429, failures=-1) as (new_url, new),
+    ):
+        settings = _stub_settings(fresh_dir, old_url, 384).model_copy(
+            update={"embedding_max_retries": 0, "embedding_switch_requests_per_second": 0}
+        )
+        async with running(create_app(settings)) as app:
+            state: ServiceState = app.state.service
+            owner = await connect(await resolve_dsn(settings))
+            try:
+                headers = {"Authorization": f"Bearer {await _writer_key(owner)}"}
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                    for i in range(6):
+                        r = await http.post("/v1/facts", json={"content": f"Heron {i}"}, headers=headers)
+                        assert r.status_code == 201
+                    await switching.start_switch(
+                        owner,
+                        settings,
+                        provider_name="openai",
+                        model="stub-768",
+                        dim=768,
+                        base_url=new_url,
+                        api_key_file=None,
+                    )
+                    await _wait(
+                        lambda: str((state.embedding_switch or {}).get("state", "")).startswith("waiting")
+                    )
+                    assert "429" in state.embedding_switch["state"]  # type: ignore[index]
+                    # The old model still answers: writes and searches go on while the new one is down.
+                    r = await http.post(
+                        "/v1/facts", json={"content": "Written during the outage"}, headers=headers
+                    )
+                    assert r.status_code == 201
+                    found = await http.post("/v1/search", json={"query": "heron"}, headers=headers)
+                    assert found.status_code == 200 and found.json()["results"]
+                    assert state.embedder is not None and state.embedder.identity.dim == 384
+                    with new.lock:
+                        new.failures = 0  # the endpoint is back
+                    await _wait(
+                        lambda: state.embedder is not None and state.embedder.identity.dim == 768, 120
+                    )
+                await _every_tenant(owner)
+                assert (
+                    await owner.fetchval("SELECT count(*) FROM memory WHERE vector_dims(embedding) = 768")
+                    == 7
+                )
+            finally:
+                await owner.close()
