@@ -129,13 +129,14 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                 client, positive_probes(eval_set), f"{eval_set.name} positives"
             )
         for i, (eval_set, client, idf) in enumerate(targets):
-            probes = cross_conversation_probes(eval_set)
-            # The nearest set before it that asks other questions (one set stored two ways asks the same).
-            sources = [
-                t[0] for t in targets[i - 1 :: -1] + targets[:i:-1] if t[0].queries != eval_set.queries
-            ]
-            if sources:
-                probes = cross_set_probes(sources[0], eval_set) + probes
+            # Every other set's questions, each once (one set stored two ways asks the same), nearest
+            # set before it first: negatives of every kind in every tenant, not one pairing.
+            sources: list[EvalSet] = []
+            for other, _, _ in targets[i - 1 :: -1] + targets[:i:-1]:
+                if other.queries != eval_set.queries and all(other.queries != s.queries for s in sources):
+                    sources.append(other)
+            probes = [p for source in sources for p in cross_set_probes(source, eval_set)]
+            probes += cross_conversation_probes(eval_set)
             negatives += await abstention.ask_probes(client, probes, f"negatives in {eval_set.name}")
             if dump_dir is not None:
                 await dump_legs(client, probes, dump_dir / "negatives.jsonl", idf)

@@ -70,14 +70,17 @@ class QueryEvidence:
         }
 
 
+def features(adaptive: float, query: QueryEvidence) -> tuple[float, ...]:
+    """What the model weighs, in COEFFICIENTS' order after the intercept."""
+    return (adaptive, query.best_cosine, query.keyword_share, query.agreement)
+
+
+def probability_of(values: Sequence[float], coefficients: Sequence[float]) -> float:
+    """The logistic model: intercept plus coefficients times features, squashed to (0, 1)."""
+    z = coefficients[0] + sum(c * v for c, v in zip(coefficients[1:], values, strict=True))
+    return 1.0 / (1.0 + math.exp(-z))
+
+
 def probability(adaptive: float, query: QueryEvidence) -> float:
     """The calibrated probability that a candidate with this adaptive score is relevant."""
-    b0, b_adaptive, b_cosine, b_keyword, b_agreement = COEFFICIENTS
-    z = (
-        b0
-        + b_adaptive * adaptive
-        + b_cosine * query.best_cosine
-        + b_keyword * query.keyword_share
-        + b_agreement * query.agreement
-    )
-    return 1.0 / (1.0 + math.exp(-z))
+    return probability_of(features(adaptive, query), COEFFICIENTS)

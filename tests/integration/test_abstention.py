@@ -74,3 +74,34 @@ async def test_recall_never_returns_a_memory_below_the_relevance_floor(
     related = await _post(client, tenant, "/v1/recall", {"topic": "the user's dog"})
     assert related["abstained"] is False
     assert related["results"][0]["content"] == "User has a golden retriever named Biscuit"
+
+
+async def test_every_surface_says_what_the_score_means(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    # An agent or developer reads the score's meaning where they meet it: the OpenAPI document,
+    # the MCP tool list and the console.
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    assert (
+        "probability that the memory is relevant"
+        in schemas["SearchResult"]["properties"]["score"]["description"]
+    )
+    assert "probability" in schemas["RecallResult"]["properties"]["relevance"]["description"]
+    assert "abstained: true" in schemas["SearchIn"]["properties"]["min_score"]["description"].replace("`", "")
+    assert "min_score: 0" in schemas["SearchOut"]["properties"]["abstained"]["description"].replace("`", "")
+    tenant = await make_tenant()
+    answer = await client.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers={
+            **tenant.headers("reader"),
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+    )
+    tools = {tool["name"]: tool for tool in answer.json()["result"]["tools"]}
+    assert "probability" in tools["memory_search"]["description"]
+    assert "abstained: true" in tools["memory_search"]["description"]
+    assert "never recalled" in tools["memory_recall"]["description"]
+    console = (await client.get("/console/console.js")).text
+    assert "the score is the estimated probability that the result is relevant" in console

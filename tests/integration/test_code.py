@@ -88,6 +88,20 @@ async def test_symbol_search_for_function_and_class(client: httpx.AsyncClient, i
     assert with_words[0]["symbol"] == "validateCredentials"
 
 
+async def test_exact_symbol_matches_pass_any_score_floor(
+    client: httpx.AsyncClient, indexed: TenantKeys
+) -> None:
+    # Words about nothing in the code and a floor above a member's score (0.9): the calibrated
+    # relevance of the words drops every fused hit, never what the symbol names.
+    results = await _search(
+        client, indexed, query="quantum chromodynamics lattice", symbol="AuthService", min_score=0.95
+    )
+    assert results[0]["symbol"] == "AuthService"
+    members = {r["symbol"] for r in results if r.get("parent_symbol") == "AuthService"}
+    assert {"login", "changePassword"} <= members
+    assert {r["match_type"] for r in results} == {"symbol"}
+
+
 async def test_path_filters(client: httpx.AsyncClient, indexed: TenantKeys) -> None:
     auth_only = await _search(client, indexed, query="login", file_filter="Sources/Auth/**")
     assert auth_only and all(r["path"].startswith("Sources/Auth/") for r in auth_only)
