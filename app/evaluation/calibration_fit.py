@@ -101,6 +101,7 @@ def question(record: dict[str, Any]) -> Question:
         ceiling=calibration.keyword_ceiling([float(x) for x in record.get("idf") or []]),
         semantic_ids=[i for i, _ in found["semantic"]],
         keyword_ids=[i for i, _ in found["keyword"]],
+        depth=DEPTH,
     )
     # The adaptive order, ties as the dump listed them (the service breaks them by date and id).
     ranked = sorted(fused, key=lambda hit: -hit.fused)

@@ -9,7 +9,8 @@ together with evidence about the query that means the same for every query and t
   score ((k1 + 1) · Σ idf, every term matched and saturated; a term no memory holds counts with
   df = 0), so a query whose rarest terms (names, numbers) match nothing reaches a small share
   however common its other words are;
-- `agreement`: the share of the two legs' first AGREEMENT_DEPTH hits that are the same memories.
+- `agreement`: how many of the two legs' first AGREEMENT_DEPTH hits are the same memories, beyond
+  what chance gives in a scope of that size.
 
 A logistic model maps them to a probability. Its coefficients were fitted offline on labelled
 candidates pooled from the shared evaluation sets plus negatives built from them, validated leave
@@ -38,6 +39,19 @@ def keyword_ceiling(idfs: Sequence[float]) -> float:
     return (BM25_K1 + 1.0) * sum(idfs)
 
 
+def _agreement(semantic_ids: Sequence[object], keyword_ids: Sequence[object], pool: float) -> float:
+    """How much more the legs' first AGREEMENT_DEPTH hits overlap than chance would make them, 0–1.
+
+    Chance-corrected (as Cohen's kappa is): in a scope of ten memories two lists of ten share all
+    ten whatever the query, which says nothing; in a large one sharing a few is already evidence.
+    """
+    semantic = set(semantic_ids[:AGREEMENT_DEPTH])
+    keyword = set(keyword_ids[:AGREEMENT_DEPTH])
+    chance = len(semantic) * len(keyword) / pool
+    most = min(len(semantic), len(keyword))
+    return max(0.0, (len(semantic & keyword) - chance) / (most - chance)) if most > chance else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class QueryEvidence:
     """What the legs say about the query as a whole, on scales shared by every query."""
@@ -55,11 +69,16 @@ class QueryEvidence:
         ceiling: float,
         semantic_ids: Sequence[object] = (),
         keyword_ids: Sequence[object] = (),
+        depth: int,
     ) -> QueryEvidence:
-        """From the legs' scores, best first (cosines; BM25 scores, empty when BM25 matched nothing)."""
+        """From the legs' scores, best first (cosines; BM25 scores, empty when BM25 matched nothing).
+
+        `depth` is how many hits each leg was asked for: a semantic leg that returned fewer saw
+        every memory in scope, which is what chance agreement is measured against.
+        """
         share = min(bm25[0] / ceiling, 1.0) if bm25 and ceiling > 0 else 0.0
-        both = set(semantic_ids[:AGREEMENT_DEPTH]) & set(keyword_ids[:AGREEMENT_DEPTH])
-        return cls(cosines[0] if cosines else 0.0, share, len(both) / AGREEMENT_DEPTH)
+        pool = len(semantic_ids) if len(semantic_ids) < depth else math.inf
+        return cls(cosines[0] if cosines else 0.0, share, _agreement(semantic_ids, keyword_ids, pool))
 
     def shown(self) -> dict[str, float]:
         """The evidence as score_breakdown shows it."""

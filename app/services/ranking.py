@@ -298,12 +298,12 @@ async def rank_candidates(
         legs, {name: plan.weights[name] for name in legs}, plan.k, depth
     )
     if plan.fusion == CALIBRATED_FUSION and "semantic" in legs and "keyword" in legs:
-        _calibrate(fused, legs, idfs)
+        _calibrate(fused, legs, idfs, depth)
     timings.add("fuse", started)
     return fused, match_types, weights
 
 
-def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float]) -> None:
+def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float], depth: int) -> None:
     """Each hit's adaptive score replaced by its calibrated probability of relevance (evidence kept)."""
     bm25 = [unmap_keyword_score(s) for s in legs["keyword"].scores] if idfs else []
     query = calibration.QueryEvidence.of(
@@ -312,6 +312,7 @@ def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float]) -> Non
         ceiling=calibration.keyword_ceiling(idfs),
         semantic_ids=[hit.id for hit in legs["semantic"].hits],
         keyword_ids=[hit.id for hit in legs["keyword"].hits],
+        depth=depth,
     )
     for hit in fused:
         hit.evidence = {"adaptive": round(hit.fused, 6), **query.shown()}
