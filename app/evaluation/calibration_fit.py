@@ -8,9 +8,10 @@ the service fuses), the idf of its terms in the tenant it was asked of, and its 
 (none for a negative). Each question's candidates are fused and described by the service's own
 code (`fuse_adaptive`, `calibration.features`), so a change of fusion is refitted by running this
 again on the same dump. Candidates are each question's top 10 in the adaptive order, labelled
-relevant when judged so; the logistic model is fitted by Newton's method with every set family
-weighing the same (a family is a set whatever way it was stored: `-transcript` is the same set), so
-the largest set does not decide the scale alone. It prints the coefficients to put in
+relevant when judged so; the logistic model is fitted by Newton's method, every candidate weighing
+the same (weighing each set family the same let the 43 MS MARCO questions, whose top 10 are nearly
+all judged relevant, set the scale for the other families). A family is a set whatever way it was
+stored (`-transcript` is the same set). It prints the coefficients to put in
 `app/retrieval/calibration.py`, then markdown tables: floors (negatives answered, positives' nDCG@10
 and evidence recall@10 kept, per family), leave one family out (fitted without the family, its
 positives and every negative asked of it or built from its questions), AUROC of the top score and
@@ -121,21 +122,17 @@ def load(directory: Path) -> list[Question]:
 
 
 def fit(questions: Sequence[Question], l2: float = L2) -> tuple[float, ...]:
-    """Logistic coefficients (intercept first), every family's candidates weighing the same in total."""
-    rows = [(q, x, y) for q in questions for x, y in zip(q.features, q.labels(), strict=True)]
-    per_family: dict[str, int] = {}
-    for q, _, _ in rows:
-        per_family[family(q.set_name)] = per_family.get(family(q.set_name), 0) + 1
-    x = np.array([(1.0, *features) for _, features, _ in rows])
-    y = np.array([label for _, _, label in rows])
-    weight = np.array([len(rows) / (len(per_family) * per_family[family(q.set_name)]) for q, _, _ in rows])
+    """Logistic coefficients (intercept first), every labelled candidate weighing the same."""
+    rows = [(x, y) for q in questions for x, y in zip(q.features, q.labels(), strict=True)]
+    x = np.array([(1.0, *features) for features, _ in rows])
+    y = np.array([label for _, label in rows])
     ridge = 2 * l2 * len(rows) * np.eye(x.shape[1])
     ridge[0, 0] = 0.0  # the intercept is not shrunk
     w = np.zeros(x.shape[1])
     for _ in range(100):
         p = 1.0 / (1.0 + np.exp(-(x @ w)))
-        gradient = x.T @ (weight * (p - y)) + ridge @ w
-        hessian = (x * (weight * p * (1 - p))[:, None]).T @ x + ridge
+        gradient = x.T @ (p - y) + ridge @ w
+        hessian = (x * (p * (1 - p))[:, None]).T @ x + ridge
         step = np.linalg.solve(hessian, gradient)
         w -= step
         if float(np.abs(step).max()) < 1e-10:
@@ -174,35 +171,41 @@ def at_floor(questions: Sequence[Question], coefficients: Sequence[float], floor
     return Outcome(answered, ndcg, recall)
 
 
-def top_auroc(questions: Sequence[Question], coefficients: Sequence[float]) -> float:
-    """AUROC of the top calibrated score, positives against negatives."""
+def top_auroc(questions: Sequence[Question], coefficients: Sequence[float]) -> str:
+    """AUROC of the top calibrated score, positives against negatives ("–" without negatives)."""
 
     def top(q: Question) -> float:
         return _probabilities(q, coefficients)[0] if q.features else 0.0
 
-    return auroc([top(q) for q in questions if not q.negative], [top(q) for q in questions if q.negative])
+    negatives = [top(q) for q in questions if q.negative]
+    if not negatives:
+        return "–"
+    return f"{auroc([top(q) for q in questions if not q.negative], negatives):.3f}"
 
 
 def reliability(
     questions: Sequence[Question], coefficients: Sequence[float]
-) -> list[tuple[float, float, int, float, float]]:
-    """Per probability bin over the shown candidates: bounds, count, mean predicted, share relevant."""
-    pairs = [
-        (p, y) for q in questions for p, y in zip(_probabilities(q, coefficients), q.labels(), strict=True)
-    ]
+) -> list[tuple[str, int, float, float, dict[str, float | None]]]:
+    """Per probability bin over the shown candidates: the bin, count, mean predicted, share relevant,
+    and the share relevant in each family."""
+    families = list(dict.fromkeys(family(q.set_name) for q in questions))
     rows = []
     for low, high in itertools.pairwise(RELIABILITY_BINS):
-        inside = [(p, y) for p, y in pairs if low <= p < high or (high == 1.0 and p == 1.0)]
-        if inside:
-            rows.append(
-                (
-                    low,
-                    high,
-                    len(inside),
-                    sum(p for p, _ in inside) / len(inside),
-                    sum(y for _, y in inside) / len(inside),
-                )
-            )
+        inside = [
+            (p, y, family(q.set_name))
+            for q in questions
+            for p, y in zip(_probabilities(q, coefficients), q.labels(), strict=True)
+            if low <= p < high or (high == RELIABILITY_BINS[-1] and p == high)
+        ]
+        if not inside:
+            continue
+        predicted = sum(p for p, _, _ in inside) / len(inside)
+        observed = sum(y for _, y, _ in inside) / len(inside)
+        by_family: dict[str, float | None] = {}
+        for name in families:
+            labels = [y for _, y, f in inside if f == name]
+            by_family[name] = sum(labels) / len(labels) if labels else None
+        rows.append((f"{low:.2f}–{high:.2f}", len(inside), predicted, observed, by_family))
     return rows
 
 
@@ -233,8 +236,8 @@ def report(questions: Sequence[Question], floors: Sequence[float], l2: float = L
     lines += [
         "",
         "AUROC of the top score, fitted on everything: "
-        + ", ".join(f"{f} {top_auroc(by_family[f], coefficients):.3f}" for f in families)
-        + f", all {top_auroc(questions, coefficients):.3f}",
+        + ", ".join(f"{f} {top_auroc(by_family[f], coefficients)}" for f in families)
+        + f", all {top_auroc(questions, coefficients)}",
         "",
         "Leave one family out: fitted without it, measured on its positives and the negatives asked of it",
         "(negatives answered | nDCG@10 kept | R@10 kept):",
@@ -249,19 +252,20 @@ def report(questions: Sequence[Question], floors: Sequence[float], l2: float = L
             _outcome_cells(at_floor(test, held_coefficients, floor)).replace(" | ", " / ") for floor in floors
         ]
         lines.append(
-            f"| {held} | {held_coefficients} | {top_auroc(test, held_coefficients):.3f} | "
+            f"| {held} | {held_coefficients} | {top_auroc(test, held_coefficients)} | "
             + " | ".join(cells)
             + " |"
         )
     lines += [
         "",
-        "Reliability, fitted on everything (each question's top 10):",
+        "Reliability, fitted on everything (each question's top 10; then the share relevant per family):",
         "",
-        "| predicted | candidates | mean predicted | observed relevant |",
-        "|---|---|---|---|",
+        "| predicted | candidates | mean predicted | observed relevant | " + " | ".join(families) + " |",
+        "|---|---|---|---|" + "---|" * len(families),
     ]
-    for low, high, n, predicted, observed in reliability(questions, coefficients):
-        lines.append(f"| {low:.2f}–{high:.2f} | {n:,} | {predicted:.3f} | {observed:.3f} |")
+    for label, n, predicted, observed, per in reliability(questions, coefficients):
+        shares = " | ".join("" if per[f] is None else f"{per[f]:.3f}" for f in families)
+        lines.append(f"| {label} | {n:,} | {predicted:.3f} | {observed:.3f} | {shares} |")
     return "\n".join(lines)
 
 
