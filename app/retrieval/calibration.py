@@ -47,8 +47,10 @@ def _agreement(semantic_ids: Sequence[object], keyword_ids: Sequence[object], po
     """
     semantic = set(semantic_ids[:AGREEMENT_DEPTH])
     keyword = set(keyword_ids[:AGREEMENT_DEPTH])
-    chance = len(semantic) * len(keyword) / pool
     most = min(len(semantic), len(keyword))
+    if most == 0:
+        return 0.0  # a leg found nothing (an empty scope): nothing to agree on
+    chance = len(semantic) * len(keyword) / pool
     return max(0.0, (len(semantic & keyword) - chance) / (most - chance)) if most > chance else 0.0
 
 

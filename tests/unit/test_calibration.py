@@ -28,6 +28,8 @@ def test_two_legs_listing_a_whole_small_scope_do_not_agree_by_that() -> None:
     assert _evidence(list(range(100)), [0, 1, 2, 3, 4, 50, 51, 52, 53, 54]).agreement == 0.5
     # One keyword hit, found by the semantic leg in a scope of ten: chance, not agreement.
     assert _evidence(list(range(10)), [3]).agreement == 0.0
+    # An empty scope: neither leg found anything.
+    assert _evidence([], []).agreement == 0.0
 
 
 def test_the_calibrated_score_rises_with_the_adaptive_score_and_the_evidence() -> None:
