@@ -147,7 +147,7 @@ class Settings(BaseSettings):
     recency_half_life_days: float = 7.0
     min_score: float = 0.1
     calibrated_min_score: float = Field(
-        default=0.045,
+        default=0.04,
         description="Default min_score when the score is calibrated (the default fusion with both legs): "
         "the probability of relevance below which a result is dropped; nothing above it is abstention.",
     )

@@ -59,6 +59,35 @@ async def test_a_search_about_something_never_stored_abstains(
     assert answered["results"][0]["content"] == "User has a golden retriever named Biscuit"
 
 
+async def test_a_new_users_facts_answer_what_was_stored_and_nothing_else(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    # Ten facts of a new user: the scope is far smaller than any set the score was fitted on.
+    tenant = await make_tenant()
+    await _store_facts(client, tenant)
+    extra = [
+        {"type": "fact", "content": text}
+        for text in ("User is allergic to peanuts", "The user's cat is named Miso")
+    ]
+    response = await client.post("/v1/memories:batch", json={"items": extra}, headers=tenant.headers())
+    assert response.status_code == 201, response.text
+    for query, expected in (
+        ("peanut allergy", "User is allergic to peanuts"),
+        ("what is the cat called", "The user's cat is named Miso"),
+        ("where does the user live", "User lives in Leeds with their partner"),
+    ):
+        answered = await _post(client, tenant, "/v1/search", {"query": query})
+        assert answered["abstained"] is False, query
+        assert answered["results"][0]["content"] == expected
+    for query in (
+        "favourite football team",
+        "what car does the user drive",
+        "stock market forecast for next year",
+    ):
+        unrelated = await _post(client, tenant, "/v1/search", {"query": query})
+        assert (unrelated["results"], unrelated["abstained"]) == ([], True), query
+
+
 async def test_recall_never_returns_a_memory_below_the_relevance_floor(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:

@@ -117,7 +117,7 @@ class SearchIn(StrictModel):
         None,
         ge=0,
         le=1,
-        description="Drop results scoring below this. Default: 0.045 on the calibrated scale (default fusion, "
+        description="Drop results scoring below this. Default: 0.04 on the calibrated scale (default fusion, "
         "both legs; a question about nothing stored then answers `results: []` with `abstained: true`), "
         "else 0.1. 0 returns the best-effort list.",
     )
