@@ -91,6 +91,8 @@ def question(record: dict[str, Any]) -> Question:
     found = {leg: [(str(i), float(s)) for i, s in record.get(leg) or []] for leg in ("keyword", "semantic")}
     if not found["semantic"]:
         return q  # not calibrated: the service calibrates only where the semantic leg ran
+    # The legs as services.ranking.rank_candidates hands them to fusion: whatever else fusion reads
+    # from a leg there (a keyword ceiling, …) must be set here too, or the refit fits another fusion.
     legs = {
         leg: Leg([Hit(i, s, _EPOCH, None) for i, s in pairs], [s for _, s in pairs])  # type: ignore[arg-type]
         for leg, pairs in found.items()
