@@ -7,7 +7,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.schemas.code import RepositoryName
-from app.api.schemas.common import MemoryType, ScopeName, StrictModel
+from app.api.schemas.common import MemoryType, ScopeName, StrictModel, Timestamp
 from app.ingest.paths import MAX_PATH_CHARS
 from app.services.scopes import ScopeSettings
 
@@ -28,6 +28,9 @@ class MemoryListIn(StrictModel):
     limit: int = Field(20, ge=1, le=100, description="Most memories on this page, 1–100 (default 20).")
     cursor: str | None = Field(
         None, max_length=200, description="`next_cursor` of the previous page; omit for the first page."
+    )
+    as_of: Timestamp | None = Field(
+        None, description="Only what was valid at this time (superseded included)."
     )
 
 

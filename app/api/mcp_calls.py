@@ -50,8 +50,13 @@ async def memory_get(state: ServiceState, db: Database, who: Principal, args: Me
 async def memory_list(state: ServiceState, db: Database, who: Principal, args: MemoryListIn) -> Any:
     """One page of memories."""
     return await memory_service.list_memories(
-        db, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor
+        db, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor, as_of=args.as_of
     )
+
+
+async def memory_history(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> Any:
+    """The supersession chain of a memory."""
+    return await memory_service.memory_history(db, who, args.id)
 
 
 async def memory_store(

@@ -30,7 +30,17 @@ from app.api.schemas.code import (
     ResearchOut,
 )
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice
-from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
+from app.api.schemas.memories import (
+    BatchIn,
+    BatchOut,
+    EpisodeIn,
+    FactIn,
+    MemoryHistory,
+    MemoryOut,
+    MemoryPage,
+    MemoryWriteOut,
+    RuleIn,
+)
 from app.api.schemas.recall import RecallIn, RecallOut
 from app.api.schemas.retrieval import SearchIn, SearchOut
 from app.auth import Principal
@@ -129,12 +139,23 @@ TOOLS: dict[str, Tool] = {
             "read",
         ),
         Tool(
+            "memory_history",
+            "How a fact changed: what it replaced or was replaced by, newest first.",
+            MemoryIdIn,
+            "reader",
+            calls.memory_history,
+            MemoryHistory,
+            "curation",
+            "read",
+        ),
+        Tool(
             "memory_store_fact",
-            "Remember a fact. Its confidence fades unless confirmed; `supersedes` replaces an older fact.",
+            "Remember a fact. Its confidence fades unless confirmed; a repeat answers the stored one "
+            '(`duplicate_of`); `supersede: "subject_predicate"` replaces the old value.',
             FactIn,
             "writer",
             calls.memory_store,
-            MemoryOut,
+            MemoryWriteOut,
             "memory",
             "add",
             gated=_WRITE_GATES,
@@ -146,7 +167,7 @@ TOOLS: dict[str, Tool] = {
             RuleIn,
             "writer",
             calls.memory_store,
-            MemoryOut,
+            MemoryWriteOut,
             "memory",
             "add",
             gated=_WRITE_GATES,
@@ -159,7 +180,7 @@ TOOLS: dict[str, Tool] = {
             EpisodeIn,
             "writer",
             calls.memory_store,
-            MemoryOut,
+            MemoryWriteOut,
             "memory",
             "add",
             gated=_WRITE_GATES,

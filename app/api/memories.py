@@ -9,7 +9,17 @@ from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import DbDep, Reader, StateDep, Writer
 from app.api.schemas.common import MemoryType, ScopeName
-from app.api.schemas.memories import BatchIn, BatchOut, EpisodeIn, FactIn, MemoryOut, MemoryPage, RuleIn
+from app.api.schemas.memories import (
+    BatchIn,
+    BatchOut,
+    EpisodeIn,
+    FactIn,
+    MemoryHistory,
+    MemoryOut,
+    MemoryPage,
+    MemoryWriteOut,
+    RuleIn,
+)
 from app.services import memories as service
 
 router = APIRouter(prefix="/v1", tags=["memories"])
@@ -41,51 +51,75 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "`error.details` lists each problem."
     },
 }
+_DUPLICATE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A duplicate: an active memory of the same kind, scope and subject/butler says the "
+        "same (normalised); it answers, confirmed, with `duplicate_of` set. Nothing new is stored.",
+        "model": MemoryWriteOut,
+    },
+    201: {"description": "Stored; `superseded` and `similar_to` say what else the write found or did."},
+}
+
+
+def _answer(response: Response, written: dict[str, Any]) -> dict[str, Any]:
+    """200 instead of 201 when the write only found what was already there."""
+    if written["duplicate_of"] is not None:
+        response.status_code = 200
+    return written
 
 
 @router.post(
     "/facts",
     status_code=201,
-    response_model=MemoryOut,
+    response_model=MemoryWriteOut,
     operation_id="memory_store_fact",
     summary="Store a fact",
-    responses=_ERRORS,
+    responses={**_DUPLICATE, **_ERRORS},
 )
-async def store_fact(body: FactIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
-    """Store a fact; with `supersedes`, the old fact is marked superseded in the same transaction."""
-    return (
-        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
-    )[0]
+async def store_fact(
+    body: FactIn, state: StateDep, db: DbDep, principal: Writer, response: Response
+) -> dict[str, Any]:
+    """Store a fact; `supersedes` (an id) or `supersede: "subject_predicate"` replace older facts, in the same transaction."""
+    written = await service.write_memories(
+        db, state.embedder, principal, [body.to_draft()], quota=state.quota
+    )
+    return _answer(response, written[0])
 
 
 @router.post(
     "/rules",
     status_code=201,
-    response_model=MemoryOut,
+    response_model=MemoryWriteOut,
     operation_id="memory_store_rule",
     summary="Store a rule",
-    responses=_ERRORS,
+    responses={**_DUPLICATE, **_ERRORS},
 )
-async def store_rule(body: RuleIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
+async def store_rule(
+    body: RuleIn, state: StateDep, db: DbDep, principal: Writer, response: Response
+) -> dict[str, Any]:
     """Store a rule or learned preference (confidence defaults to 0.5)."""
-    return (
-        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
-    )[0]
+    written = await service.write_memories(
+        db, state.embedder, principal, [body.to_draft()], quota=state.quota
+    )
+    return _answer(response, written[0])
 
 
 @router.post(
     "/episodes",
     status_code=201,
-    response_model=MemoryOut,
+    response_model=MemoryWriteOut,
     operation_id="memory_store_episode",
     summary="Store an episode",
-    responses=_ERRORS,
+    responses={**_DUPLICATE, **_ERRORS},
 )
-async def store_episode(body: EpisodeIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
+async def store_episode(
+    body: EpisodeIn, state: StateDep, db: DbDep, principal: Writer, response: Response
+) -> dict[str, Any]:
     """Store an episode of a butler (expires after 7 days unless expires_at says otherwise)."""
-    return (
-        await service.write_memories(db, state.embedder, principal, [body.to_draft()], quota=state.quota)
-    )[0]
+    written = await service.write_memories(
+        db, state.embedder, principal, [body.to_draft()], quota=state.quota
+    )
+    return _answer(response, written[0])
 
 
 @router.post(
@@ -94,15 +128,24 @@ async def store_episode(body: EpisodeIn, state: StateDep, db: DbDep, principal: 
     response_model=BatchOut,
     operation_id="memory_store_batch",
     summary="Store up to 1,000 memories at once",
-    responses=_ERRORS,
+    responses={
+        200: {
+            "description": "Every item was a duplicate (each has `duplicate_of`); nothing new stored.",
+            "model": BatchOut,
+        },
+        **_ERRORS,
+    },
 )
-async def store_batch(body: BatchIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
-    """All or nothing; answers the stored memories in request order; embeds in batches."""
-    return {
-        "items": await service.write_memories(
-            db, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
-        )
-    }
+async def store_batch(
+    body: BatchIn, state: StateDep, db: DbDep, principal: Writer, response: Response
+) -> dict[str, Any]:
+    """All or nothing; answers each item in request order (duplicates with `duplicate_of`); embeds in batches."""
+    items = await service.write_memories(
+        db, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
+    )
+    if all(i["duplicate_of"] is not None for i in items):
+        response.status_code = 200
+    return {"items": items}
 
 
 @router.get(
@@ -167,6 +210,18 @@ async def list_memories(
 async def get_memory(memory_id: MemoryId, db: DbDep, principal: Reader) -> dict[str, Any]:
     """One memory by id; counts as a retrieval (reference_count + 1)."""
     return await service.get_memory(db, principal, memory_id)
+
+
+@router.get(
+    "/memories/{memory_id}/history",
+    response_model=MemoryHistory,
+    operation_id="memory_history",
+    summary="How a fact changed",
+    responses=_BY_ID,
+)
+async def memory_history(memory_id: MemoryId, db: DbDep, principal: Reader) -> dict[str, Any]:
+    """The supersession chain of a memory, newest first (only the memory itself when nothing replaced it)."""
+    return await service.memory_history(db, principal, memory_id)
 
 
 @router.post(

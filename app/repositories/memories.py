@@ -16,7 +16,7 @@ MEMORY_COLUMNS = (
     "id, kind, content, importance, scope, tags, metadata, created_at, reference_count, "
     "last_referenced_at, subject, predicate, confidence, decay_rate, last_confirmed_at, validity, "
     "supersedes, butler, session_id, expires_at, path, start_line, end_line, repository, symbol, "
-    "symbol_kind, language, parent_symbol"
+    "symbol_kind, language, parent_symbol, valid_from, valid_to, superseded_by"
 )
 
 INSERT_COLUMNS = (
@@ -53,6 +53,10 @@ INSERT_COLUMNS = (
     "language",
     "parent_symbol",
     "script",
+    "content_key",
+    "valid_from",
+    "valid_to",
+    "superseded_by",
 )
 
 
@@ -105,6 +109,10 @@ class NewMemory:
     language: str | None = None
     parent_symbol: str | None = None
     script: str | None = None  # the content's writing system (app.retrieval.language)
+    content_key: bytes | None = None  # app.retrieval.duplicates.content_key, facts/rules/episodes
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: uuid.UUID | None = None
     # A running model switch's vector of the same text (repositories.embedding_switch).
     embedding_next: Vector | None = None
 
@@ -210,14 +218,118 @@ async def existing_ids_of_kinds(
     return {r["id"] for r in rows}
 
 
-async def mark_superseded(conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]) -> None:
-    """Mark facts/rules as superseded by newer ones."""
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """An older fact or rule replaced by a newer one, which starts being true at `since`."""
+
+    old: uuid.UUID
+    new: uuid.UUID
+    since: datetime
+
+
+async def mark_superseded(
+    conn: asyncpg.Connection, *, tenant_id: str, changes: Sequence[Supersession]
+) -> None:
+    """Mark facts/rules superseded; the first successor ends their valid time and becomes their link."""
     await conn.execute(
-        "UPDATE memory SET validity = 'superseded' WHERE tenant_id = $1 AND id = ANY($2::uuid[]) "
+        "UPDATE memory m SET validity = 'superseded', "
+        "valid_to = coalesce(m.valid_to, greatest(m.valid_from, c.since)), "
+        "superseded_by = coalesce(m.superseded_by, c.new) "
+        "FROM unnest($2::uuid[], $3::uuid[], $4::timestamptz[]) AS c(old, new, since) "
+        "WHERE m.tenant_id = $1 AND m.id = c.old AND m.kind IN ('fact', 'rule')",
+        uuid.UUID(tenant_id),
+        [c.old for c in changes],
+        [c.new for c in changes],
+        [c.since for c in changes],
+    )
+
+
+async def lock_write_keys(conn: asyncpg.Connection, *, keys: Sequence[int]) -> None:
+    """Take transaction advisory locks on keys, in ascending order (so two writers cannot deadlock)."""
+    if keys:
+        await conn.execute(
+            "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) k ORDER BY k) s",
+            sorted(keys),
+        )
+
+
+async def active_with_content_keys(
+    conn: asyncpg.Connection, *, tenant_id: str, keys: Sequence[bytes]
+) -> list[asyncpg.Record]:
+    """Active facts and rules, and unexpired episodes, whose normalised content has one of keys."""
+    if not keys:
+        return []
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "SELECT id, kind, scope, subject, butler, session_id, content_key, created_at FROM memory "
+        "WHERE tenant_id = $1 AND content_key = ANY($2::bytea[]) "
+        "AND (validity = 'active' OR (kind = 'episode' AND expires_at > now())) "
+        "ORDER BY created_at, id",
+        uuid.UUID(tenant_id),
+        list(keys),
+    )
+    return rows
+
+
+async def confirm_memories(
+    conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, asyncpg.Record]:
+    """Reset last_confirmed_at of these facts and rules; return every one of ids as it is after."""
+    if not ids:
+        return {}
+    await conn.execute(
+        "UPDATE memory SET last_confirmed_at = now() WHERE tenant_id = $1 AND id = ANY($2::uuid[]) "
         "AND kind IN ('fact', 'rule')",
         uuid.UUID(tenant_id),
         list(ids),
     )
+    return await fetch_memories(conn, tenant_ids=[tenant_id], ids=ids)
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateSlot:
+    """Where a single-valued fact lives: its subject, predicate and scope."""
+
+    subject: str
+    predicate: str
+    scope: str
+
+
+async def lock_active_facts_in_slots(
+    conn: asyncpg.Connection, *, tenant_id: str, slots: Sequence[PredicateSlot]
+) -> list[asyncpg.Record]:
+    """Active facts with one of these subject/predicate/scope triples, locked, oldest first."""
+    if not slots:
+        return []
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "SELECT m.id, m.subject, m.predicate, m.scope FROM memory m "
+        "JOIN unnest($2::text[], $3::text[], $4::text[]) AS s(subject, predicate, scope) "
+        "ON m.subject = s.subject AND m.predicate = s.predicate AND m.scope = s.scope "
+        "WHERE m.tenant_id = $1 AND m.kind = 'fact' AND m.validity = 'active' AND m.predicate IS NOT NULL "
+        "ORDER BY m.created_at, m.id FOR UPDATE OF m",
+        uuid.UUID(tenant_id),
+        [s.subject for s in slots],
+        [s.predicate for s in slots],
+        [s.scope for s in slots],
+    )
+    return rows
+
+
+async def supersession_chain(
+    conn: asyncpg.Connection, *, tenant_id: str, id: uuid.UUID
+) -> list[asyncpg.Record]:
+    """Every memory linked to id by supersession, either way, newest first; empty when id is missing."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "WITH RECURSIVE chain(id, superseded_by) AS ("
+        "  SELECT id, superseded_by FROM memory WHERE tenant_id = $1 AND id = $2"
+        "  UNION"
+        "  SELECT m.id, m.superseded_by FROM memory m JOIN chain c "
+        "  ON m.tenant_id = $1 AND (m.superseded_by = c.id OR m.id = c.superseded_by)"
+        f") SELECT {MEMORY_COLUMNS} FROM memory WHERE tenant_id = $1 AND id IN (SELECT id FROM chain) "
+        "ORDER BY coalesce(valid_from, created_at) DESC, created_at DESC, id",
+        uuid.UUID(tenant_id),
+        id,
+    )
+    return rows
 
 
 async def bump_references(

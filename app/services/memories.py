@@ -26,12 +26,14 @@ from app.repositories import code as code_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as repo
 from app.repositories.conversation import TurnKey
+from app.retrieval.duplicates import content_key
 from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
 from app.services import conversation
 from app.services.quotas import ensure_within_quota
 from app.services.requests import MemoryDraft
+from app.services.scopes import ScopeSettings, load_scope_settings
 
 EPISODE_TTL = timedelta(days=7)
 
@@ -44,6 +46,9 @@ _KIND_FIELDS: dict[str, tuple[str, ...]] = {
         "last_confirmed_at",
         "validity",
         "supersedes",
+        "superseded_by",
+        "valid_from",
+        "valid_to",
         "effective_confidence",
     ),
     "rule": (
@@ -52,6 +57,9 @@ _KIND_FIELDS: dict[str, tuple[str, ...]] = {
         "last_confirmed_at",
         "validity",
         "supersedes",
+        "superseded_by",
+        "valid_from",
+        "valid_to",
         "effective_confidence",
     ),
     "episode": ("butler", "session_id", "expires_at"),
@@ -96,6 +104,8 @@ def memory_to_dict(row: Mapping[str, Any], now: datetime | None = None) -> dict[
     for name in _KIND_FIELDS[kind]:
         if name == "effective_confidence":
             out[name] = effective_confidence_now(row, now or datetime.now(UTC))
+        elif name == "valid_from":
+            out[name] = row[name] or row["created_at"]  # a row stored without it: true since stored
         else:
             out[name] = row[name]
     return out
@@ -117,6 +127,7 @@ def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
         metadata=item.metadata,
         idempotency_key=item.idempotency_key,
         idempotency_fingerprint=write_fingerprint(item) if item.idempotency_key else None,
+        content_key=content_key(item.content),
     )
     if item.kind in ("fact", "rule"):
         row.confidence = item.confidence
@@ -124,6 +135,8 @@ def _new_row(item: MemoryDraft, now: datetime) -> repo.NewMemory:
         row.last_confirmed_at = item.last_confirmed_at or created
         row.validity = "active"
         row.supersedes = item.supersedes
+        row.valid_from = item.valid_from or created
+        row.valid_to = item.valid_to
     if item.kind == "fact":
         row.subject = item.subject
         row.predicate = item.predicate
@@ -162,6 +175,91 @@ def _ensure_same_writes(items: Sequence[MemoryDraft], existing: Mapping[str, Map
             )
 
 
+Identity = tuple[str, str, str | None, str | None, bytes]
+
+
+def _identity(
+    kind: str, scope: str, subject: str | None, butler: str | None, session_id: str | None, key: bytes | None
+) -> Identity | None:
+    """What makes two memories duplicates: kind, scope, subject (facts) or butler (episodes), content."""
+    # A conversation's turns are positional: "yes" said twice in a session is two turns, not one.
+    if key is None or (kind == "episode" and session_id is not None):
+        return None
+    return (kind, scope, subject if kind == "fact" else None, butler if kind == "episode" else None, key)
+
+
+def _row_identity(row: repo.NewMemory) -> Identity | None:
+    return _identity(row.kind, row.scope, row.subject, row.butler, row.session_id, row.content_key)
+
+
+def _lock_key(tenant_id: str, *parts: object) -> int:
+    """A 64-bit advisory lock key for a duplicate identity or a predicate slot of one tenant."""
+    digest = hashlib.sha256(repr((tenant_id, *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _check_drafts(items: Sequence[MemoryDraft]) -> None:
+    """422 for what the schema cannot see: valid time order, supersede without a slot."""
+    for n, item in enumerate(items):
+        start = item.valid_from or item.created_at
+        if item.valid_to is not None and start is not None and item.valid_to <= start:
+            raise ApiError(
+                422,
+                "validation_error",
+                f"valid_to must be later than valid_from (item {n})",
+                {"item": n, "field": "valid_to"},
+            )
+        if item.supersede == "subject_predicate" and not (item.subject and item.predicate):
+            raise ApiError(
+                422,
+                "validation_error",
+                f'supersede "subject_predicate" needs both subject and predicate (item {n})',
+                {"item": n, "field": "supersede"},
+            )
+
+
+@dataclasses.dataclass(slots=True)
+class _Truth:
+    """What the write did besides storing: duplicates answered, facts superseded."""
+
+    duplicate_of: dict[uuid.UUID, uuid.UUID] = dataclasses.field(default_factory=dict)
+    superseded: dict[uuid.UUID, list[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    confirmed: dict[uuid.UUID, Any] = dataclasses.field(default_factory=dict)
+
+
+def _slot(
+    row: repo.NewMemory, item: MemoryDraft, settings: Mapping[str, ScopeSettings]
+) -> repo.PredicateSlot | None:
+    """The subject/predicate/scope a fact replaces the active facts of, when it does."""
+    if row.kind != "fact" or not row.subject or not row.predicate:
+        return None
+    single = settings[row.scope].single_valued_predicates or ()
+    if item.supersede == "subject_predicate" or row.predicate in single:
+        return repo.PredicateSlot(row.subject, row.predicate, row.scope)
+    return None
+
+
+def _chain_within_request(
+    rows: Sequence[tuple[repo.NewMemory, repo.PredicateSlot]], truth: _Truth
+) -> dict[repo.PredicateSlot, repo.NewMemory]:
+    """Facts of one slot in one request replace each other in request order; the first of each slot."""
+    first: dict[repo.PredicateSlot, repo.NewMemory] = {}
+    last: dict[repo.PredicateSlot, repo.NewMemory] = {}
+    for row, slot in rows:
+        before = last.get(slot)
+        if before is None:
+            first[slot] = row
+        else:
+            assert row.valid_from is not None and before.valid_from is not None
+            before.validity = "superseded"
+            before.superseded_by = row.id
+            before.valid_to = max(before.valid_from, row.valid_from)
+            row.supersedes = row.supersedes or before.id
+            truth.superseded.setdefault(row.id, []).append(before.id)
+        last[slot] = row
+    return first
+
+
 async def write_memories(
     db: Database,
     embedder: Embedder | None,
@@ -170,20 +268,51 @@ async def write_memories(
     *,
     quota: Quota | None = None,
 ) -> list[dict[str, Any]]:
-    """Store items all-or-nothing; a retried idempotency key with the same body returns the first memory."""
+    """Store items all-or-nothing; duplicates answer the memory they repeat, supersession is applied.
+
+    A retried idempotency key with the same body returns the first memory. Each answer says what
+    happened: `duplicate_of`, `superseded`, `similar_to`.
+    """
     tenant_id = principal.tenant_id
     now = datetime.now(UTC)
+    _check_drafts(items)
     keys = [i.idempotency_key for i in items if i.idempotency_key]
     if len(set(keys)) != len(keys):
         raise ApiError(422, "validation_error", "idempotency_key values must be unique within one request")
     async with db.transaction([tenant_id]) as conn:
         existing = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=keys)
+        settings = {
+            scope: await load_scope_settings(conn, tenant_id=tenant_id, scope=scope)
+            for scope in sorted({i.scope for i in items})
+        }
     _ensure_same_writes(items, existing)
-    # Per item: a new row to insert, or None when its idempotency key was written before.
-    plan = [
-        None if (i.idempotency_key and i.idempotency_key in existing) else _new_row(i, now) for i in items
-    ]
+    # Per item: a new row to insert, or None when its idempotency key was written before or an
+    # earlier item of this request says the same thing (same_as: that item's position).
+    plan: list[repo.NewMemory | None] = []
+    same_as: dict[int, int] = {}
+    seen: dict[Identity, int] = {}
+    for n, item in enumerate(items):
+        if item.idempotency_key and item.idempotency_key in existing:
+            plan.append(None)
+            continue
+        row = _new_row(item, now)
+        identity = _row_identity(row)
+        if identity is not None and identity in seen:
+            same_as[n] = seen[identity]
+            plan.append(None)
+            continue
+        if identity is not None:
+            seen[identity] = n
+        plan.append(row)
     rows = [r for r in plan if r is not None]
+    drafts = {r.id: i for r, i in zip(plan, items, strict=True) if r is not None}
+    truth = _Truth()
+    slotted = [
+        (r, slot)
+        for r, i in zip(plan, items, strict=True)
+        if r is not None and (slot := _slot(r, i, settings))
+    ]
+    first_in_slot = _chain_within_request(slotted, truth)
     # Episodes of a session are indexed with the turn before them (app.retrieval.conversation).
     indexed = await conversation.representations(db, tenant_id=tenant_id, rows=rows)
     for row in rows:
@@ -191,11 +320,14 @@ async def write_memories(
             row.search_text = search_text_for(indexed[row.id], row.tags)
     texts = [indexed.get(r.id, r.content) for r in rows]
     batches = embedder.start_documents(texts) if embedder and rows else []
-    superseded = [r.supersedes for r in rows if r.supersedes is not None]
+    lock_keys = [_lock_key(tenant_id, "same", i) for r in rows if (i := _row_identity(r)) is not None]
+    lock_keys += [_lock_key(tenant_id, "slot", s.subject, s.predicate, s.scope) for s in first_in_slot]
 
     async def insert(conn: asyncpg.Connection) -> None:
         if not batches:
-            await repo.insert_memories(conn, tenant_id=tenant_id, rows=rows)
+            await repo.insert_memories(
+                conn, tenant_id=tenant_id, rows=[r for r in rows if r.id not in truth.duplicate_of]
+            )
         # Each batch is written while the next one is embedded: PostgreSQL's work (HNSW insertion,
         # postings) overlaps the model's instead of following it. The transaction stays open meanwhile,
         # holding the tenant's usage row, which only this tenant's other writes wait for.
@@ -203,28 +335,88 @@ async def write_memories(
             chunk = [rows[i] for i in batch.positions]
             for row, vector in zip(chunk, await batch.vectors, strict=True):
                 row.embedding = vector
-            await repo.insert_memories(conn, tenant_id=tenant_id, rows=chunk)
-
-    async def store(conn: asyncpg.Connection) -> tuple[dict[uuid.UUID, Any], dict[str, Any]]:
-        if superseded:
-            found = await repo.existing_ids_of_kinds(
-                conn, tenant_id=tenant_id, ids=superseded, kinds=("fact", "rule")
+            await repo.insert_memories(
+                conn, tenant_id=tenant_id, rows=[r for r in chunk if r.id not in truth.duplicate_of]
             )
-            missing = [str(s) for s in superseded if s not in found]
+
+    async def answer_duplicates(conn: asyncpg.Connection) -> None:
+        """Rows repeating an active memory are not stored: that memory answers, confirmed."""
+        by_identity: dict[Identity, uuid.UUID] = {}
+        for found in await repo.active_with_content_keys(
+            conn, tenant_id=tenant_id, keys=sorted({r.content_key for r in rows if r.content_key is not None})
+        ):
+            identity = _identity(
+                found["kind"],
+                found["scope"],
+                found["subject"],
+                found["butler"],
+                found["session_id"],
+                bytes(found["content_key"]),
+            )
+            if identity is not None:
+                by_identity.setdefault(identity, found["id"])  # the oldest one: rows come oldest first
+        for row in rows:
+            target = by_identity.get(_row_identity(row) or ("", "", None, None, b""))
+            if target is not None:
+                truth.duplicate_of[row.id] = target
+        truth.confirmed = await repo.confirm_memories(
+            conn, tenant_id=tenant_id, ids=sorted(set(truth.duplicate_of.values()))
+        )
+
+    async def supersede(conn: asyncpg.Connection) -> None:
+        """Mark what the new facts and rules replace, by id and by subject and predicate."""
+        explicit = [r for r in rows if drafts[r.id].supersedes is not None and r.id not in truth.duplicate_of]
+        named = [r.supersedes for r in explicit if r.supersedes is not None]
+        if named:
+            found = await repo.existing_ids_of_kinds(
+                conn, tenant_id=tenant_id, ids=named, kinds=("fact", "rule")
+            )
+            missing = [str(s) for s in named if s not in found]
             if missing:
                 raise ApiError(
                     422, "validation_error", f"supersedes: no fact or rule {missing[0]}", {"missing": missing}
                 )
+        changes = [
+            repo.Supersession(r.supersedes, r.id, r.valid_from or r.created_at)
+            for r in explicit
+            if r.supersedes is not None
+        ]
+        slots = {s: r for s, r in first_in_slot.items() if r.id not in truth.duplicate_of}
+        for old in await repo.lock_active_facts_in_slots(conn, tenant_id=tenant_id, slots=list(slots)):
+            new = slots[repo.PredicateSlot(old["subject"], old["predicate"], old["scope"])]
+            changes.append(repo.Supersession(old["id"], new.id, new.valid_from or new.created_at))
+            # Oldest first: the newest one replaced is what `supersedes` names (unless the write named one).
+            new.supersedes = drafts[new.id].supersedes or old["id"]
+        for change in changes:
+            listed = truth.superseded.setdefault(change.new, [])
+            if change.old not in listed:
+                listed.append(change.old)
         # Superseded rows are locked before the insert takes the tenant's usage row (trigger), the
         # order a concurrent forget of one of them (row, then usage) also follows: no deadlock.
-        if superseded:
-            await repo.mark_superseded(conn, tenant_id=tenant_id, ids=superseded)
+        if changes:
+            await repo.mark_superseded(conn, tenant_id=tenant_id, changes=changes)
+
+    async def store(conn: asyncpg.Connection) -> tuple[dict[uuid.UUID, Any], dict[str, Any]]:
+        # Two writes of the same memory (or of one single-valued predicate) take turns from here on:
+        # the second sees the first's row.
+        await repo.lock_write_keys(conn, keys=lock_keys)
+        # From the drafts again: a try that was rolled back (deadlock, serialization) left its marks.
+        truth.duplicate_of.clear()
+        truth.superseded.clear()
+        for row in rows:
+            draft = drafts[row.id]
+            row.supersedes, row.valid_to, row.superseded_by = draft.supersedes, draft.valid_to, None
+            row.validity = "active" if row.kind in ("fact", "rule") else None
+        _chain_within_request(slotted, truth)
+        await answer_duplicates(conn)
+        await supersede(conn)
         await insert(conn)
-        if rows:
+        written = [r for r in rows if r.id not in truth.duplicate_of]
+        if written:
             await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
-        stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in rows])
+        stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in written])
         # A concurrent retry may have won the race for an idempotency key: return its row.
-        racing = [r.idempotency_key for r in rows if r.id not in stored and r.idempotency_key]
+        racing = [r.idempotency_key for r in written if r.id not in stored and r.idempotency_key]
         won = await repo.find_by_idempotency_keys(conn, tenant_id=tenant_id, keys=racing) if racing else {}
         return stored, won
 
@@ -243,18 +435,42 @@ async def write_memories(
     if won:
         _ensure_same_writes(items, existing)
     # A turn written into the middle of a session changes what the turn after it is indexed with.
-    turns = conversation.turn_keys(rows)
+    turns = conversation.turn_keys([r for r in rows if r.id not in truth.duplicate_of])
     await conversation.reindex_followers(
         db, embedder, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
     )
     out: list[dict[str, Any]] = []
-    for item, planned in zip(items, plan, strict=True):
-        record = stored.get(planned.id) if planned is not None else None
-        if record is None:
+    for n, (item, planned) in enumerate(zip(items, plan, strict=True)):
+        if n in same_as:
+            earlier = out[same_as[n]]
+            out.append({**earlier, "duplicate_of": earlier["id"], "superseded": [], "similar_to": []})
+            continue
+        duplicate_of = truth.duplicate_of.get(planned.id) if planned is not None else None
+        if duplicate_of is not None:
+            record = truth.confirmed[duplicate_of]
+        elif planned is not None and planned.id in stored:
+            record = stored[planned.id]
+        else:
             assert item.idempotency_key is not None
             record = existing[item.idempotency_key]
-        out.append(memory_to_dict(record, now))
+        answer = memory_to_dict(record, now)
+        answer["duplicate_of"] = duplicate_of
+        answer["superseded"] = (
+            truth.superseded.get(planned.id, []) if planned is not None and not duplicate_of else []
+        )
+        answer["similar_to"] = []
+        out.append(answer)
     return out
+
+
+async def memory_history(db: Database, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
+    """The supersession chain a memory belongs to, newest first (just the memory when it has none)."""
+    async with db.transaction([principal.tenant_id], readonly=True) as conn:
+        rows = await repo.supersession_chain(conn, tenant_id=principal.tenant_id, id=memory_id)
+    if not rows:
+        raise not_found()
+    now = datetime.now(UTC)
+    return {"items": [memory_to_dict(row, now) for row in rows]}
 
 
 async def get_memory(db: Database, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:

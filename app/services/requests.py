@@ -28,9 +28,13 @@ class MemoryDraft:
     decay_rate: float | None = None
     last_confirmed_at: datetime | None = None
     supersedes: uuid.UUID | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     # Facts.
     subject: str | None = None
     predicate: str | None = None
+    # "subject_predicate": replace the active facts of the same subject, predicate and scope.
+    supersede: Literal["subject_predicate"] | None = None
     # Episodes.
     butler: str | None = None
     session_id: str | None = None

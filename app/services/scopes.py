@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from typing import Any
+from typing import Annotated, Any
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -110,6 +110,20 @@ class ScopeSettings(BaseModel):
         le=MAX_RERANK_TOP_N,
         description="How many fused results are reranked (default RECALLD_RERANK_TOP_N).",
     )
+    single_valued_predicates: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        None,
+        max_length=256,
+        description="Predicates with one value at a time: a new fact with one of them (and a subject) "
+        "supersedes the scope's active facts of the same subject and predicate.",
+    )
+    merge_near_duplicates: bool | None = Field(
+        None,
+        description="Answer a write that is a near-duplicate (`similar_to`) of an active memory with that "
+        "memory, as an exact duplicate is, instead of storing it.",
+    )
+
+
+_MEMORY_KEYS = ("single_valued_predicates", "merge_near_duplicates")
 
 
 def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
@@ -125,12 +139,18 @@ def parse_butler_toml(text: str) -> tuple[str | None, ScopeSettings]:
     name = butler.get("name")
     memory = butler.get("memory")
     retrieval = memory.get("retrieval") if isinstance(memory, dict) else None
+    # How the butler's memories stay true is a memory setting, not a retrieval one: it may sit in
+    # [butler.memory] beside the retrieval table.
+    truth = {k: memory[k] for k in _MEMORY_KEYS if isinstance(memory, dict) and k in memory}
+    if truth:
+        retrieval = {**(retrieval if isinstance(retrieval, dict) else {}), **truth}
     if not isinstance(retrieval, dict):
         # Importing it would silently reset every setting of the scope to the defaults.
         raise ApiError(
             422,
             "validation_error",
-            "butler.toml has no [butler.memory.retrieval] table; to clear a scope's settings PUT {} as JSON",
+            "butler.toml has no [butler.memory.retrieval] table (nor single_valued_predicates or "
+            "merge_near_duplicates in [butler.memory]); to clear a scope's settings PUT {} as JSON",
         )
     try:
         return (str(name) if name is not None else None), ScopeSettings.model_validate(retrieval)

@@ -200,6 +200,8 @@ async def test_recall_ranks_by_importance_and_recency_and_imports_butler_toml(
         importance=9,
         created_at=created.isoformat(),
         scope="health",
+        # Same words about another subject: not a duplicate (R-M7), and the same relevance.
+        subject="user",
     )
     trivial = await _store(
         client,
@@ -336,9 +338,17 @@ async def test_reference_bump_and_tie_order(
     assert row is not None and row["reference_count"] == 4
 
     same_time = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    # Same words about three subjects: not duplicates (R-M7), and the same score.
     twins = [
-        await _store(client, tenant, "facts", content="Twin fact about the blue boat", created_at=same_time)
-        for _ in range(3)
+        await _store(
+            client,
+            tenant,
+            "facts",
+            content="Twin fact about the blue boat",
+            created_at=same_time,
+            subject=f"boat {n}",
+        )
+        for n in range(3)
     ]
     newest = await _store(client, tenant, "facts", content="Twin fact about the blue boat")
     result = await _search(client, tenant, query="blue boat", min_score=0)

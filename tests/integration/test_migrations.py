@@ -21,6 +21,7 @@ from app.db import connect
 from app.migrate import current_revision, downgrade_to, head_revision, upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.repositories.search import CandidateFilter, search_by_bm25
+from app.retrieval.duplicates import content_key
 from app.startup import StartupError, prepare_embedding_storage
 from tests.synthetic_vectors import unit_vectors
 
@@ -235,3 +236,88 @@ async def test_numbers_stored_too_close_to_zero_become_zero_and_no_longer_break_
             )
     finally:
         await conn.close()
+
+
+async def test_truth_migration_keys_existing_memories_and_dates_their_supersession(scratch_dsn: str) -> None:
+    """0020 on stored data: duplicate keys as the write path makes them; a superseded fact ends when its successor came."""
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0019_restorable_vector_trigger")
+    conn = await connect(scratch_dsn)
+    old, new, orphan = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    stored = datetime(2026, 3, 1, tzinfo=UTC)
+    replaced = datetime(2026, 6, 1, tzinfo=UTC)
+    try:
+        tenant = uuid.UUID((await tenant_repo.create_tenant(conn, name="truth")).id)
+        await conn.copy_records_to_table(
+            "memory",
+            records=[
+                (
+                    tenant,
+                    old,
+                    "fact",
+                    "User lives in Lisbon.",
+                    "x",
+                    1.0,
+                    0.0,
+                    stored,
+                    "superseded",
+                    None,
+                    stored,
+                ),
+                (
+                    tenant,
+                    new,
+                    "fact",
+                    "User lives in Porto",
+                    "x",
+                    1.0,
+                    0.0,
+                    replaced,
+                    "active",
+                    old,
+                    replaced,
+                ),
+                (
+                    tenant,
+                    orphan,
+                    "fact",
+                    "User works at Acme",
+                    "x",
+                    1.0,
+                    0.0,
+                    stored,
+                    "superseded",
+                    None,
+                    stored,
+                ),
+            ],
+            columns=[*COLUMNS, "supersedes", "created_at"],
+        )
+    finally:
+        await conn.close()
+    await asyncio.to_thread(upgrade_to_head, scratch_dsn)
+    conn = await connect(scratch_dsn)
+    try:
+        rows = {
+            r["id"]: r
+            for r in await conn.fetch(
+                "SELECT id, content_key, validity, valid_from, valid_to, superseded_by FROM memory"
+            )
+        }
+    finally:
+        await conn.close()
+    assert bytes(rows[old]["content_key"]) == content_key("user lives in lisbon")
+    assert (rows[old]["validity"], rows[old]["valid_from"], rows[old]["valid_to"]) == (
+        "superseded",
+        stored,
+        replaced,
+    )
+    assert rows[old]["superseded_by"] == new
+    assert (rows[new]["validity"], rows[new]["valid_from"], rows[new]["valid_to"]) == (
+        "active",
+        replaced,
+        None,
+    )
+    # Its successor is gone: when it stopped being true is not known, and stays unknown.
+    assert (rows[orphan]["validity"], rows[orphan]["valid_to"]) == ("superseded", None)
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0019_restorable_vector_trigger")

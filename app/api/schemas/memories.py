@@ -17,6 +17,7 @@ from app.api.schemas.common import (
     ScopeName,
     StrictModel,
     Tag,
+    Timestamp,
 )
 from app.input_rules import Number
 from app.services import requests
@@ -85,6 +86,20 @@ class FactIn(MemoryCommon):
     supersedes: UUID | None = Field(
         None, description="Id of a fact this one replaces; it becomes superseded."
     )
+    supersede: Literal["subject_predicate"] | None = Field(
+        None,
+        description='"subject_predicate": this fact replaces the active facts with the same subject and '
+        "predicate in its scope (they become superseded; the answer lists them in `superseded`). "
+        "Needs subject and predicate. The scope setting `single_valued_predicates` does this without asking.",
+    )
+    valid_from: Timestamp | None = Field(
+        None, description="Since when it is true; defaults to `created_at` (when written)."
+    )
+    valid_to: Timestamp | None = Field(
+        None,
+        description="Until when it was true, if it already ended; later than valid_from. Set by "
+        "supersession otherwise. Searches without `as_of` leave out facts whose valid_to has passed.",
+    )
 
     def to_draft(self) -> requests.MemoryDraft:
         """The service's view of this fact."""
@@ -96,6 +111,9 @@ class FactIn(MemoryCommon):
             decay_rate=self.decay_rate,
             last_confirmed_at=self.last_confirmed_at,
             supersedes=self.supersedes,
+            supersede=self.supersede,
+            valid_from=self.valid_from,
+            valid_to=self.valid_to,
         )
 
 
@@ -110,6 +128,12 @@ class RuleIn(MemoryCommon):
     decay_rate: Number = Field(0.008, ge=0, le=10, description="Confidence decay per day (0 = permanent).")
     last_confirmed_at: PastTimestamp | None = Field(None, description="Defaults to creation time.")
     supersedes: UUID | None = Field(None, description="Id of a rule this one replaces.")
+    valid_from: Timestamp | None = Field(
+        None, description="Since when it holds; defaults to `created_at` (when written)."
+    )
+    valid_to: Timestamp | None = Field(
+        None, description="Until when it held, if it already ended; later than valid_from."
+    )
 
     def to_draft(self) -> requests.MemoryDraft:
         """The service's view of this rule."""
@@ -119,6 +143,8 @@ class RuleIn(MemoryCommon):
             decay_rate=self.decay_rate,
             last_confirmed_at=self.last_confirmed_at,
             supersedes=self.supersedes,
+            valid_from=self.valid_from,
+            valid_to=self.valid_to,
         )
 
 
@@ -224,8 +250,12 @@ FACT_EXAMPLE: dict[str, Any] = {
     "last_confirmed_at": "2026-11-20T09:30:00Z",
     "validity": "active",
     "supersedes": None,
+    "superseded_by": None,
+    "valid_from": "2026-11-20T09:30:00Z",
+    "valid_to": None,
     "effective_confidence": 1.0,
 }
+WRITE_EXAMPLE: dict[str, Any] = {**FACT_EXAMPLE, "duplicate_of": None, "superseded": [], "similar_to": []}
 
 
 class MemoryOut(BaseModel):
@@ -235,7 +265,8 @@ class MemoryOut(BaseModel):
         extra="allow",
         json_schema_extra={
             "description": "A stored memory. Facts and rules add `confidence`, `decay_rate`, "
-            "`last_confirmed_at`, `validity`, `supersedes`, `effective_confidence` (facts also "
+            "`last_confirmed_at`, `validity`, `supersedes`, `superseded_by`, `valid_from`, `valid_to`, "
+            "`effective_confidence` (facts also "
             "`subject`, `predicate`); episodes add `butler`, `session_id`, `expires_at`; document "
             "chunks add `path`, `start_line`, `end_line`.",
             "examples": [FACT_EXAMPLE],
@@ -257,11 +288,47 @@ class MemoryOut(BaseModel):
     )
 
 
+class SimilarMemory(BaseModel):
+    """An active memory close to what was written (not the same after normalisation)."""
+
+    id: UUID = Field(..., description="The similar memory's id.")
+    similarity: float = Field(..., description="Cosine similarity of the two embeddings, 0–1.")
+    word_overlap: float = Field(..., description="Jaccard overlap of the two normalised word sets, 0–1.")
+
+
+class MemoryWriteOut(MemoryOut):
+    """A write's answer: the memory, and what the write did besides storing it."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [WRITE_EXAMPLE]})
+    duplicate_of: UUID | None = Field(
+        ...,
+        description="Set when the content (normalised: case, whitespace, Unicode form, trailing "
+        "punctuation) repeats an active memory of the same kind, scope and subject/butler: that memory "
+        "answers (its id, confirmed) and nothing new is stored. Null for a new memory.",
+    )
+    superseded: list[UUID] = Field(
+        ..., description="Ids this write marked superseded (by `supersedes`, or by subject and predicate)."
+    )
+    similar_to: list[SimilarMemory] = Field(
+        ...,
+        description="Active near-duplicates of the same kind, scope and subject/butler, most similar first.",
+    )
+
+
 class BatchOut(BaseModel):
     """The stored memories, in request order."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [WRITE_EXAMPLE]}]})
+    items: list[MemoryWriteOut] = Field(..., description="One answer per request item, same order.")
+
+
+class MemoryHistory(BaseModel):
+    """A supersession chain."""
+
     model_config = ConfigDict(json_schema_extra={"examples": [{"items": [FACT_EXAMPLE]}]})
-    items: list[MemoryOut] = Field(..., description="One stored memory per request item, same order.")
+    items: list[MemoryOut] = Field(
+        ..., description="The memory and every memory it replaced or was replaced by, newest first."
+    )
 
 
 class MemoryPage(BaseModel):
