@@ -324,7 +324,9 @@ let browseCursor = null;
 function browseRow(memory) {
   const open = el("button", { type: "button", class: "secondary small", text: "Open" });
   open.addEventListener("click", () => showMemory(memory));
-  const preview = memory.content.length > 140 ? `${memory.content.slice(0, 140)}…` : memory.content;
+  const text = memory.content.length > 140 ? `${memory.content.slice(0, 140)}…` : memory.content;
+  // A superseded or retracted fact is history, not what is true now: say so in the list.
+  const preview = memory.validity && memory.validity !== "active" ? `[${memory.validity}] ${text}` : text;
   return el(
     "tr",
     { "data-id": memory.id },
@@ -362,13 +364,36 @@ function showMemory(memory) {
   }
   const forget = el("button", { type: "button", class: "danger", text: "Forget this memory" });
   forget.addEventListener("click", () => forgetMemory(memory));
-  $("detail").replaceChildren(
-    el("p", { class: "content", text: memory.content }),
-    list,
-    el("div", { class: "actions" }, forget),
-  );
+  const actions = el("div", { class: "actions" }, forget);
+  const chain = el("ol", { id: "history", class: "history", "aria-label": "History, newest first" });
+  if (memory.validity) {
+    const history = el("button", { type: "button", class: "secondary", text: "History" });
+    history.addEventListener("click", () => showHistory(memory, chain));
+    actions.prepend(history);
+  }
+  $("detail").replaceChildren(el("p", { class: "content", text: memory.content }), list, actions, chain);
   // Keyboard and screen-reader users land on what they opened.
   $("detail-heading").focus();
+}
+
+async function showHistory(memory, chain) {
+  const page = await guarded(() => api("GET", `memories/${encodeURIComponent(memory.id)}/history`));
+  if (!page) return;
+  chain.replaceChildren(
+    ...page.items.map((item) => {
+      const until = item.valid_to ? new Date(item.valid_to).toLocaleString() : "now";
+      const open = el("button", { type: "button", class: "secondary small", text: "Open" });
+      open.addEventListener("click", () => showMemory(item));
+      return el(
+        "li",
+        { "data-id": item.id },
+        el("span", { class: "muted", text: `${item.validity}, ${new Date(item.valid_from).toLocaleString()} – ${until}: ` }),
+        el("span", { text: item.content }),
+        " ",
+        open,
+      );
+    }),
+  );
 }
 
 async function forgetMemory(memory) {
@@ -409,7 +434,12 @@ async function storeMemory(event) {
   if (type === "episode") body.butler = String(data.get("butler") || "").trim();
   const stored = await guarded(() => api("POST", `${type}s`, { body }));
   if (!stored) return;
-  $("store-status").textContent = `Stored ${stored.type} ${stored.id}.`;
+  // The write says what it did: a repeat answers the memory already stored.
+  const replaced = stored.superseded.length ? ` It superseded ${stored.superseded.join(", ")}.` : "";
+  const similar = stored.similar_to.length ? ` Similar: ${stored.similar_to.map((s) => s.id).join(", ")}.` : "";
+  $("store-status").textContent = stored.duplicate_of
+    ? `Already stored: ${stored.type} ${stored.id} (duplicate, confirmed).`
+    : `Stored ${stored.type} ${stored.id}.${replaced}${similar}`;
   event.target.elements.content.value = "";
   showMemory(stored);
 }

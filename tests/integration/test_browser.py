@@ -334,3 +334,39 @@ def test_console_browses_opens_forgets_and_edits_scope_settings(tab: Tab, server
     saved = httpx.get(f"{server.url}/v1/scopes/house/settings", headers=headers).json()
     assert saved == {"fusion": "weighted", "half_life_days": 30.0}
     assert tab.external == []
+
+
+def test_console_says_a_repeat_is_a_duplicate_and_shows_a_facts_history(tab: Tab, server: Server) -> None:
+    headers = {"Authorization": f"Bearer {server.writer}"}
+    slot = {"subject": "user", "predicate": "lives_in", "scope": "moves", "supersede": "subject_predicate"}
+    old = httpx.post(
+        f"{server.url}/v1/facts", json={"content": "The user lives in Lisbon", **slot}, headers=headers
+    )
+    new = httpx.post(
+        f"{server.url}/v1/facts", json={"content": "The user lives in Porto", **slot}, headers=headers
+    )
+    assert old.status_code == new.status_code == 201 and new.json()["superseded"] == [old.json()["id"]]
+    page = tab.page
+    page.goto(f"{server.url}/console")
+    _use_key(page, server.writer)
+    page.get_by_role("tab", name="Browse").click()
+    page.locator("#store-scope").fill("moves")
+    page.get_by_label("Content").fill("the user's dentist is Dr. Okafor.")
+    page.get_by_role("button", name="Store").click()
+    expect(page.locator("#store-status")).to_contain_text("Stored fact")
+    page.get_by_label("Content").fill("The user's dentist is dr. okafor")
+    page.get_by_role("button", name="Store").click()
+    expect(page.locator("#store-status")).to_contain_text("(duplicate, confirmed)")
+
+    page.locator("#browse-scope").fill("moves")
+    page.get_by_role("button", name="List").click()
+    rows = page.locator("#browse-rows tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#browse-rows")).to_contain_text("[superseded] The user lives in Lisbon")
+    page.locator(f'#browse-rows tr[data-id="{new.json()["id"]}"]').get_by_role("button", name="Open").click()
+    page.locator("#detail").get_by_role("button", name="History").click()
+    chain = page.locator("#history > li")
+    expect(chain).to_have_count(2)
+    assert [chain.nth(i).get_attribute("data-id") for i in range(2)] == [new.json()["id"], old.json()["id"]]
+    expect(chain.nth(1)).to_contain_text("superseded")
+    assert tab.external == []
