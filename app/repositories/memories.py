@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from pgvector import Vector as PgVector
 
 from app.embeddings.base import Vector
 
@@ -310,6 +311,58 @@ async def lock_active_facts_in_slots(
         [s.subject for s in slots],
         [s.predicate for s in slots],
         [s.scope for s in slots],
+    )
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class NearProbe:
+    """A memory about to be written, looking for active ones close to it in its own group."""
+
+    position: int
+    kind: str
+    scope: str
+    subject: str | None
+    butler: str | None
+    embedding: Vector
+
+
+# How many of a group's newest active memories a written one is compared with: repeats are recent.
+NEAR_CANDIDATES = 32
+
+
+async def near_neighbours(
+    conn: asyncpg.Connection,
+    *,
+    tenant_id: str,
+    probes: Sequence[NearProbe],
+    floor: float,
+) -> list[asyncpg.Record]:
+    """Per probe, the newest active memories of its kind, scope and subject/butler at cosine ≥ floor."""
+    if not probes:
+        return []
+    rows: list[asyncpg.Record] = await conn.fetch(
+        "SELECT p.n, c.id, c.content, 1 - (c.embedding <=> p.embedding) AS similarity "
+        "FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::vector[]) "
+        "AS p(n, kind, scope, subject, butler, embedding) "
+        "CROSS JOIN LATERAL (SELECT m.id, m.content, v.embedding FROM memory m "
+        "JOIN memory_vector v ON v.tenant_id = m.tenant_id AND v.memory_id = m.id "
+        "WHERE m.tenant_id = $1 AND m.kind = p.kind AND m.scope = p.scope "
+        "AND m.subject IS NOT DISTINCT FROM p.subject AND m.butler IS NOT DISTINCT FROM p.butler "
+        "AND (m.validity = 'active' OR (m.kind = 'episode' AND m.expires_at > now())) "
+        # Not the rows this transaction wrote (a batch's earlier chunks): they are the write's own.
+        "AND NOT m.xmin = (pg_current_xact_id()::text::bigint % 4294967296)::text::xid "
+        f"ORDER BY m.created_at DESC LIMIT {NEAR_CANDIDATES}) c "
+        "WHERE 1 - (c.embedding <=> p.embedding) >= $8 ORDER BY p.n, similarity DESC, c.id",
+        uuid.UUID(tenant_id),
+        [p.position for p in probes],
+        [p.kind for p in probes],
+        [p.scope for p in probes],
+        [p.subject for p in probes],
+        [p.butler for p in probes],
+        # Wrapped: an array of bare numpy vectors would be encoded as one two-dimensional array.
+        [PgVector(p.embedding) for p in probes],
+        floor,
     )
     return rows
 

@@ -35,3 +35,15 @@ def word_overlap(a: str, b: str) -> float:
     if not left or not right:
         return 0.0
     return len(left & right) / len(left | right)
+
+
+# Near-duplicates: both signals over a floor. Measured on LoCoMo turns (docs/benchmarks.md,
+# "Near-duplicates"): light rewrites of a turn against its nearest other turn and against the same
+# turn with one content word replaced.
+NEAR_SIMILARITY = 0.90
+NEAR_OVERLAP = 0.6
+
+
+def is_near_duplicate(similarity: float, overlap: float) -> bool:
+    """Whether a cosine similarity and a word overlap together make a near-duplicate."""
+    return similarity >= NEAR_SIMILARITY and overlap >= NEAR_OVERLAP

@@ -26,7 +26,7 @@ from app.repositories import code as code_repo
 from app.repositories import documents as doc_repo
 from app.repositories import memories as repo
 from app.repositories.conversation import TurnKey
-from app.retrieval.duplicates import content_key
+from app.retrieval.duplicates import NEAR_SIMILARITY, content_key, is_near_duplicate, word_overlap
 from app.retrieval.language import dominant_script
 from app.retrieval.query import search_text_for
 from app.retrieval.scoring import effective_confidence
@@ -36,6 +36,8 @@ from app.services.requests import MemoryDraft
 from app.services.scopes import ScopeSettings, load_scope_settings
 
 EPISODE_TTL = timedelta(days=7)
+# At most this many near-duplicates are listed per written memory (the closest first).
+MAX_SIMILAR = 5
 
 _KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "fact": (
@@ -225,6 +227,7 @@ class _Truth:
     duplicate_of: dict[uuid.UUID, uuid.UUID] = dataclasses.field(default_factory=dict)
     superseded: dict[uuid.UUID, list[uuid.UUID]] = dataclasses.field(default_factory=dict)
     confirmed: dict[uuid.UUID, Any] = dataclasses.field(default_factory=dict)
+    similar: dict[uuid.UUID, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 def _slot(
@@ -323,6 +326,32 @@ async def write_memories(
     lock_keys = [_lock_key(tenant_id, "same", i) for r in rows if (i := _row_identity(r)) is not None]
     lock_keys += [_lock_key(tenant_id, "slot", s.subject, s.predicate, s.scope) for s in first_in_slot]
 
+    async def find_similar(conn: asyncpg.Connection, chunk: Sequence[repo.NewMemory]) -> None:
+        """Report active near-duplicates of each row; merge into the closest where the scope asks."""
+        probes = [
+            repo.NearProbe(n, r.kind, r.scope, r.subject, r.butler, r.embedding)
+            for n, r in enumerate(chunk)
+            if r.embedding is not None and r.id not in truth.duplicate_of and _row_identity(r) is not None
+        ]
+        found = await repo.near_neighbours(conn, tenant_id=tenant_id, probes=probes, floor=NEAR_SIMILARITY)
+        for near in found:
+            row = chunk[near["n"]]
+            overlap = word_overlap(row.content, near["content"])
+            listed = truth.similar.setdefault(row.id, [])
+            if is_near_duplicate(near["similarity"], overlap) and len(listed) < MAX_SIMILAR:
+                listed.append(
+                    {
+                        "id": near["id"],
+                        "similarity": round(near["similarity"], 4),
+                        "word_overlap": round(overlap, 4),
+                    }
+                )
+        for row in chunk:
+            # A row that replaces other facts is stored whatever it resembles: its supersession stands.
+            plain = row.supersedes is None and row.superseded_by is None and row.id not in truth.superseded
+            if truth.similar.get(row.id) and plain and settings[row.scope].merge_near_duplicates:
+                truth.duplicate_of[row.id] = truth.similar[row.id][0]["id"]
+
     async def insert(conn: asyncpg.Connection) -> None:
         if not batches:
             await repo.insert_memories(
@@ -335,9 +364,13 @@ async def write_memories(
             chunk = [rows[i] for i in batch.positions]
             for row, vector in zip(chunk, await batch.vectors, strict=True):
                 row.embedding = vector
+            await find_similar(conn, chunk)
             await repo.insert_memories(
                 conn, tenant_id=tenant_id, rows=[r for r in chunk if r.id not in truth.duplicate_of]
             )
+        merged = set(truth.duplicate_of.values()) - truth.confirmed.keys()
+        if merged:
+            truth.confirmed.update(await repo.confirm_memories(conn, tenant_id=tenant_id, ids=sorted(merged)))
 
     async def answer_duplicates(conn: asyncpg.Connection) -> None:
         """Rows repeating an active memory are not stored: that memory answers, confirmed."""
@@ -403,6 +436,7 @@ async def write_memories(
         # From the drafts again: a try that was rolled back (deadlock, serialization) left its marks.
         truth.duplicate_of.clear()
         truth.superseded.clear()
+        truth.similar.clear()
         for row in rows:
             draft = drafts[row.id]
             row.supersedes, row.valid_to, row.superseded_by = draft.supersedes, draft.valid_to, None
@@ -458,7 +492,7 @@ async def write_memories(
         answer["superseded"] = (
             truth.superseded.get(planned.id, []) if planned is not None and not duplicate_of else []
         )
-        answer["similar_to"] = []
+        answer["similar_to"] = truth.similar.get(planned.id, []) if planned is not None else []
         out.append(answer)
     return out
 

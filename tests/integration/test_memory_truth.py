@@ -264,3 +264,40 @@ async def test_valid_to_must_follow_valid_from(client: httpx.AsyncClient, make_t
     )
     assert response.status_code == 422
     assert response.json()["error"]["details"] == {"item": 0, "field": "valid_to"}
+
+
+async def test_near_duplicates_are_reported_and_merged_where_the_scope_asks(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    first = await _write(
+        client, tenant, "facts", content="The user's favourite colour is a deep navy blue", subject="user"
+    )
+    near = await _write(
+        client, tenant, "facts", content="The user's favourite colour is deep navy blue", subject="user"
+    )
+    assert near["duplicate_of"] is None and [s["id"] for s in near["similar_to"]] == [first["id"]]
+    assert near["similar_to"][0]["similarity"] > 0.9 and near["similar_to"][0]["word_overlap"] > 0.8
+    # A different value of the same property is no near-duplicate.
+    other = await _write(
+        client, tenant, "facts", content="The user's favourite colour is a bright orange", subject="user"
+    )
+    assert other["similar_to"] == []
+
+    put = await client.put(
+        "/v1/scopes/tidy/settings", json={"merge_near_duplicates": True}, headers=tenant.headers("admin")
+    )
+    assert put.status_code == 200, put.text
+    kept = await _write(
+        client, tenant, "rules", content="Always book an aisle seat on long flights", scope="tidy"
+    )
+    merged = await _write(
+        client,
+        tenant,
+        "rules",
+        status=200,
+        content="Always book an aisle seat on long flights please",
+        scope="tidy",
+    )
+    assert merged["id"] == kept["id"] and merged["duplicate_of"] == kept["id"]
+    assert [s["id"] for s in merged["similar_to"]] == [kept["id"]]
