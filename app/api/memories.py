@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Response
 
 from app.api.deps import DbDep, Reader, StateDep, Writer
-from app.api.schemas.common import MemoryType, ScopeName
+from app.api.schemas.common import MemoryType, ScopeName, Timestamp
 from app.api.schemas.memories import (
     BatchIn,
     BatchOut,
@@ -193,10 +193,18 @@ async def list_memories(
             openapi_examples={"example": {"value": "MjAyNi0xMS0yMFQw..."}},
         ),
     ] = None,
+    as_of: Annotated[
+        Timestamp | None,
+        Query(
+            description="Only what was valid at this time (superseded facts included); without it, "
+            "every stored memory of the kind, superseded ones too (see `validity`).",
+            openapi_examples={"example": {"value": "2026-06-01T00:00:00Z"}},
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Browse stored memories, newest first; unlike memory_get this does not count as a retrieval."""
     return await service.list_memories(
-        db, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor
+        db, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor, as_of=as_of
     )
 
 

@@ -12,6 +12,7 @@ import asyncpg
 from pgvector import Vector as PgVector
 
 from app.embeddings.base import Vector
+from app.repositories.search.filters import Sql, valid_clauses
 
 MEMORY_COLUMNS = (
     "id, kind, content, importance, scope, tags, metadata, created_at, reference_count, "
@@ -172,6 +173,7 @@ class RecallSignals:
     last_confirmed_at: datetime
     last_referenced_at: datetime | None
     created_at: datetime
+    content_key: bytes | None
 
 
 async def recall_signals(
@@ -186,9 +188,9 @@ async def recall_signals(
     # cannot be turned into a scan over the tenant whatever the plan.
     rows = await conn.fetch(
         "SELECT m.id, m.importance, m.confidence, m.decay_rate, m.last_confirmed_at, m.last_referenced_at, "
-        "m.created_at FROM unnest($1::uuid[]) AS t(id) CROSS JOIN unnest($2::uuid[]) AS i(id) "
+        "m.created_at, m.content_key FROM unnest($1::uuid[]) AS t(id) CROSS JOIN unnest($2::uuid[]) AS i(id) "
         "CROSS JOIN LATERAL (SELECT m.id, m.kind, m.importance, m.confidence, m.decay_rate, "
-        "m.last_confirmed_at, m.last_referenced_at, m.created_at FROM memory m "
+        "m.last_confirmed_at, m.last_referenced_at, m.created_at, m.content_key FROM memory m "
         "WHERE m.tenant_id = t.id AND m.id = i.id OFFSET 0) m WHERE m.kind IN ('fact', 'rule')",
         [uuid.UUID(t) for t in tenant_ids],
         list(ids),
@@ -201,9 +203,25 @@ async def recall_signals(
             r["last_confirmed_at"],
             r["last_referenced_at"],
             r["created_at"],
+            bytes(r["content_key"]) if r["content_key"] is not None else None,
         )
         for r in rows
     }
+
+
+async def content_keys(
+    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, bytes]:
+    """The duplicate keys of those of ids that have one (facts, rules, episodes)."""
+    # One primary-key probe per (tenant, id), as recall_signals, for the same reason.
+    rows = await conn.fetch(
+        "SELECT m.id, m.content_key FROM unnest($1::uuid[]) AS t(id) CROSS JOIN unnest($2::uuid[]) AS i(id) "
+        "CROSS JOIN LATERAL (SELECT m.id, m.content_key FROM memory m "
+        "WHERE m.tenant_id = t.id AND m.id = i.id OFFSET 0) m WHERE m.content_key IS NOT NULL",
+        [uuid.UUID(t) for t in tenant_ids],
+        list(ids),
+    )
+    return {r["id"]: bytes(r["content_key"]) for r in rows}
 
 
 async def existing_ids_of_kinds(
@@ -410,23 +428,24 @@ async def list_memories(
     scope: str | None,
     after: tuple[datetime, uuid.UUID] | None,
     limit: int,
+    as_of: datetime | None = None,
 ) -> list[asyncpg.Record]:
-    """Memories of one kind, newest first (ties by id), after a (created_at, id) position."""
+    """Memories of one kind, newest first (ties by id), after a (created_at, id) position.
+
+    With as_of, only what was valid then (search's rule); without, every stored one, superseded too.
+    """
     # Ordered as memory_tenant_kind_created_idx, so a page reads only its own rows of that index.
     after_created, after_id = after if after is not None else (None, None)
+    sql = Sql([uuid.UUID(tenant_id), kind, scope, after_created, after_id, limit])
+    valid = "".join(f" AND {c}" for c in valid_clauses(sql, as_of)) if as_of is not None else ""
     rows: list[asyncpg.Record] = await conn.fetch(
-        f"SELECT {MEMORY_COLUMNS} FROM memory WHERE tenant_id = $1 AND kind = $2 "
+        f"SELECT {MEMORY_COLUMNS} FROM memory m WHERE tenant_id = $1 AND kind = $2 "
         # An episode's scope is its butler (R-S10a), as search filters it.
         "AND ($3::text IS NULL OR CASE WHEN kind = 'episode' THEN butler ELSE scope END = $3) "
         "AND (expires_at IS NULL OR expires_at > now()) "
-        "AND ($4::timestamptz IS NULL OR created_at < $4 OR (created_at = $4 AND id > $5)) "
+        f"AND ($4::timestamptz IS NULL OR created_at < $4 OR (created_at = $4 AND id > $5)){valid} "
         "ORDER BY created_at DESC, id LIMIT $6",
-        uuid.UUID(tenant_id),
-        kind,
-        scope,
-        after_created,
-        after_id,
-        limit,
+        *sql.params,
     )
     return rows
 

@@ -544,12 +544,19 @@ async def list_memories(
     scope: str | None,
     limit: int,
     cursor: str | None,
+    as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """A page of the tenant's memories of one kind, newest first; listing is not a retrieval."""
     after = _decode_cursor(cursor) if cursor else None
     async with db.transaction([principal.tenant_id], readonly=True) as conn:
         rows = await repo.list_memories(
-            conn, tenant_id=principal.tenant_id, kind=kind, scope=scope, after=after, limit=limit + 1
+            conn,
+            tenant_id=principal.tenant_id,
+            kind=kind,
+            scope=scope,
+            after=after,
+            limit=limit + 1,
+            as_of=as_of,
         )
     now = datetime.now(UTC)
     page = rows[:limit]

@@ -104,6 +104,7 @@ async def _relevance(ctx: RetrievalContext, conn: asyncpg.Connection, body: Reca
         kinds=("fact", "rule"),
         scope=body.scope,
         min_confidence=ctx.settings.min_confidence,
+        as_of=body.as_of,
     )
     fused, _, _ = await rank_candidates(
         ctx.state,
@@ -139,4 +140,13 @@ async def _composite(ctx: RetrievalContext, conn: asyncpg.Connection, fused: lis
         )
         scored.append((final, hit, conf, rec))
     scored.sort(key=lambda item: tie_break_key(item[0], item[1].created_at, item[1].id))
-    return scored
+    # Never the same words twice in one answer (R-M7): the better-scored memory stands for both.
+    seen: set[bytes] = set()
+    distinct = []
+    for item in scored:
+        key = signals[item[1].id].content_key
+        if key is None or key not in seen:
+            distinct.append(item)
+        if key is not None:
+            seen.add(key)
+    return distinct

@@ -90,6 +90,8 @@ class SearchRequest:
     rerank_top_n: int | None = None
     diversity: float | None = None
     context_window: int = 0
+    # What was valid then (R-M8); None: what is valid now.
+    as_of: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +115,4 @@ class RecallRequest:
     score_weights: RecallWeightOverrides | None
     tenants: Sequence[str] | None
     all_tenants: bool
+    as_of: datetime | None = None

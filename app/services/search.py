@@ -77,7 +77,9 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
             rerank=ctx.settings.rerank, top_n=ctx.settings.rerank_top_n, diversity=ctx.settings.diversity
         )
         keep = max(body.limit, reorder_plan.top_n) if reorder_plan.active else body.limit
-        scored = await _cut(ctx, conn, f, fused, match_types, body, keep)
+        scored = await _distinct(
+            ctx, conn, await _cut(ctx, conn, f, fused, match_types, body, keep + SPARE), keep
+        )
         head = scored[: reorder_plan.top_n] if reorder_plan.active else []
         texts = await rerank_service.load_texts(conn, ctx.tenant_ids, head, reorder_plan)
         if not reorder_plan.active:
@@ -169,6 +171,27 @@ async def _cut(
     return scored
 
 
+# Hits cut beyond `keep`, to fill the places of hidden duplicates.
+SPARE = 5
+
+
+async def _distinct(ctx: RetrievalContext, conn: asyncpg.Connection, hits: list[Hit], keep: int) -> list[Hit]:
+    """The first `keep` hits, never two with the same normalised content (R-M7): the better one stays."""
+    hits = hits[: keep + SPARE]
+    started = time.perf_counter()
+    keys = await memory_repo.content_keys(conn, tenant_ids=ctx.tenant_ids, ids=[hit.id for hit in hits])
+    ctx.timings.add("distinct", started)
+    seen: set[bytes] = set()
+    out: list[Hit] = []
+    for hit in hits:
+        key = keys.get(hit.id)
+        if key is None or key not in seen:
+            out.append(hit)
+        if key is not None:
+            seen.add(key)
+    return out[:keep]
+
+
 def _decayed(hit: Hit, decay: float, match_types: dict[str, str]) -> None:
     """A fused hit's final score, and its match type: the one leg that found it, else hybrid."""
     hit.decay = decay
@@ -226,6 +249,7 @@ def _candidate_filter(body: SearchRequest, ctx: RetrievalContext) -> CandidateFi
         created_after=filters.created_after if filters else None,
         created_before=filters.created_before if filters else None,
         metadata=filters.metadata if filters else None,
+        as_of=body.as_of,
     )
 
 

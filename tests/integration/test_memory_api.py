@@ -353,8 +353,9 @@ async def test_reference_bump_and_tie_order(
     newest = await _store(client, tenant, "facts", content="Twin fact about the blue boat")
     result = await _search(client, tenant, query="blue boat", min_score=0)
     ids = [r["id"] for r in result["results"] if r["content"] == "Twin fact about the blue boat"]
-    assert ids[0] == newest["id"]
-    assert ids[1:] == sorted(t["id"] for t in twins)
+    # One answer never shows the same words twice (R-M7): the first in the tie order stands for all.
+    assert ids == [newest["id"]]
+    assert len(twins) == 3
     again = await _search(client, tenant, query="blue boat", min_score=0)
     assert [r["id"] for r in again["results"] if r["content"] == "Twin fact about the blue boat"] == ids
 

@@ -6,6 +6,7 @@ Real database, real MiniLM: duplicates and supersession are decided in the write
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -301,3 +302,73 @@ async def test_near_duplicates_are_reported_and_merged_where_the_scope_asks(
     )
     assert merged["id"] == kept["id"] and merged["duplicate_of"] == kept["id"]
     assert [s["id"] for s in merged["similar_to"]] == [kept["id"]]
+
+
+async def _search(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> list[str]:
+    response = await client.post(
+        "/v1/search", json={"min_score": 0, **body}, headers=tenant.headers("reader")
+    )
+    assert response.status_code == 200, response.text
+    return [r["id"] for r in response.json()["results"]]
+
+
+async def _recall(client: httpx.AsyncClient, tenant: TenantKeys, **body: Any) -> list[str]:
+    response = await client.post(
+        "/v1/recall", json={"min_confidence": 0, **body}, headers=tenant.headers("reader")
+    )
+    assert response.status_code == 200, response.text
+    return [r["id"] for r in response.json()["results"]]
+
+
+async def test_as_of_answers_what_was_true_then_and_now_only_what_is_true(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    slot: dict[str, Any] = {"subject": "user", "predicate": "lives_in", "supersede": "subject_predicate"}
+    lisbon = await _write(client, tenant, "facts", content="The user lives in Lisbon", **slot)
+    await asyncio.sleep(0.05)
+    between = datetime.now(UTC).isoformat()
+    await asyncio.sleep(0.05)
+    porto = await _write(client, tenant, "facts", content="The user lives in Porto", **slot)
+    query = {"query": "where does the user live"}
+    for mode in ("hybrid", "keyword", "semantic"):
+        now = await _search(client, tenant, mode=mode, **query)
+        assert porto["id"] in now and lisbon["id"] not in now
+        then = await _search(client, tenant, mode=mode, as_of=between, **query)
+        assert lisbon["id"] in then and porto["id"] not in then
+    assert await _recall(client, tenant, topic="where does the user live") == [porto["id"]]
+    assert await _recall(client, tenant, topic="where does the user live", as_of=between) == [lisbon["id"]]
+    listed = await client.get(
+        "/v1/memories", params={"type": "fact", "as_of": between}, headers=tenant.headers("reader")
+    )
+    assert [m["id"] for m in listed.json()["items"]] == [lisbon["id"]]
+    before = (datetime.fromisoformat(lisbon["created_at"]) - timedelta(seconds=1)).isoformat()
+    assert await _search(client, tenant, as_of=before, **query) == []
+    # A fact sent as already ended is history: only an as_of inside its valid time finds it.
+    ended = await _write(
+        client,
+        tenant,
+        "facts",
+        content="The user lived in Faro as a student",
+        subject="user",
+        valid_from="2010-09-01T00:00:00Z",
+        valid_to="2014-07-01T00:00:00Z",
+    )
+    assert ended["id"] not in await _search(client, tenant, query="Faro student")
+    assert await _search(client, tenant, query="Faro student", as_of="2012-01-01T00:00:00Z") == [ended["id"]]
+
+
+async def test_one_answer_never_shows_the_same_words_twice(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    # Same words in two scopes: two memories (not duplicates of each other), one search answer.
+    home = await _write(
+        client, tenant, "facts", content="The spare key is under the blue flowerpot", scope="home"
+    )
+    await _write(client, tenant, "facts", content="the spare key is under the blue flowerpot!", scope="house")
+    other = await _write(client, tenant, "facts", content="The spare key of the car is in the drawer")
+    found = await _search(client, tenant, query="spare key blue flowerpot")
+    assert found.count(home["id"]) + len(found) - len(set(found)) == 1 and other["id"] in found
+    assert len(found) == 2
+    assert len(await _recall(client, tenant, topic="spare key flowerpot")) == 2

@@ -14,6 +14,7 @@ from app.api.schemas.common import (
     ScopeName,
     StrictModel,
     TenantName,
+    Timestamp,
 )
 from app.api.schemas.memories import FACT_EXAMPLE
 from app.input_rules import Integer, Number
@@ -74,6 +75,9 @@ class RecallIn(StrictModel):
         description="Composite weights for this request (else scope settings, else "
         f"{_W.relevance}/{_W.importance}/{_W.recency}/{_W.confidence}).",
     )
+    as_of: Timestamp | None = Field(
+        None, description="Facts and rules valid at this time, superseded ones included. Default: now."
+    )
     tenants: list[TenantName] | None = Field(
         None, max_length=MAX_TENANTS, description="Operator keys only: tenant names to recall from."
     )
@@ -89,6 +93,7 @@ class RecallIn(StrictModel):
             score_weights=self.score_weights.to_domain() if self.score_weights else None,
             tenants=self.tenants,
             all_tenants=self.all_tenants,
+            as_of=self.as_of,
         )
 
 

@@ -127,6 +127,11 @@ class SearchIn(StrictModel):
     min_confidence: Number | None = Field(
         None, ge=0, le=1, description="Drop facts/rules whose effective confidence is below (default 0.2)."
     )
+    as_of: Timestamp | None = Field(
+        None,
+        description="Answer as of this time: facts and rules valid then (superseded ones included), "
+        "other memories stored by then. Default: what is valid now.",
+    )
     filters: SearchFilters | None = Field(None, description="Tags, creation-time range, metadata equality.")
     weights: FusionWeights | None = Field(
         None, description="Fusion weights and RRF k for this request (else scope settings, else defaults)."
@@ -213,6 +218,7 @@ class SearchIn(StrictModel):
             rerank_top_n=self.rerank.top_n if isinstance(self.rerank, RerankOptions) else None,
             diversity=self.diversity,
             context_window=self.context_window,
+            as_of=self.as_of,
         )
 
 

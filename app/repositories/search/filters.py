@@ -34,6 +34,8 @@ class CandidateFilter:
     exclude_path_regex: str | None = None
     # Semantic leg only: the scripts the embedder reads (None: any); rows in others are left out.
     embedder_scripts: Sequence[str] | None = None
+    # What was valid at this time, superseded facts included (None: what is valid now).
+    as_of: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -48,13 +50,30 @@ class Sql:
         return f"${len(self.params)}"
 
 
+def valid_clauses(sql: Sql, as_of: datetime | None) -> list[str]:
+    """Valid time over alias m: what is true now, or what was true at as_of (R-M8).
+
+    A fact or rule is valid from valid_from (NULL: its created_at) until valid_to. One superseded
+    before valid time was recorded, whose successor is gone, has no known end: left out of as_of.
+    Retracted ones were never true. Other kinds are valid from their created_at, without end.
+    """
+    if as_of is None:
+        return ["(m.validity IS NULL OR m.validity = 'active')", "(m.valid_to IS NULL OR m.valid_to > now())"]
+    at = sql.bind(as_of)
+    return [
+        f"coalesce(m.valid_from, m.created_at) <= {at}",
+        f"(m.valid_to > {at} OR (m.valid_to IS NULL AND (m.validity IS NULL OR m.validity = 'active')))",
+        "(m.validity IS NULL OR m.validity <> 'retracted')",
+    ]
+
+
 def where_clause(sql: Sql, f: CandidateFilter) -> str:
     """The shared WHERE clause over alias m (tenant first: it is what RLS also enforces)."""
     clauses = [
         f"m.tenant_id = ANY({sql.bind([uuid.UUID(t) for t in f.tenant_ids])}::uuid[])",
         f"m.kind = ANY({sql.bind(list(f.kinds))}::text[])",
         "(m.kind <> 'episode' OR m.expires_at > now())",
-        "(m.validity IS NULL OR m.validity = 'active')",
+        *valid_clauses(sql, f.as_of),
     ]
     if f.min_confidence > 0:
         # confidence · exp(−rate · days) ≥ min, taken as logarithms: rate · days ≤ ln(confidence)

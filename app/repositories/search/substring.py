@@ -18,7 +18,7 @@ SUBSTRING_SCAN_CHARS = 4096
 # Columns where() reads, selected from the recent-rows window so the filters apply to it.
 _WINDOW_COLUMNS = (
     "id, tenant_id, kind, content, created_at, path, expires_at, validity, confidence, decay_rate, "
-    "last_confirmed_at, scope, butler, tags, metadata, repository"
+    "last_confirmed_at, scope, butler, tags, metadata, repository, valid_from, valid_to"
 )
 
 
