@@ -200,14 +200,13 @@ async def test_recall_ranks_by_importance_and_recency_and_imports_butler_toml(
         importance=9,
         created_at=created.isoformat(),
         scope="health",
-        # Same words about another subject: not a duplicate (R-M7), and the same relevance.
-        subject="user",
     )
+    # Other words: one recall answer never shows the same words twice (R-M7).
     trivial = await _store(
         client,
         tenant,
         "facts",
-        content="User takes vitamin D every morning",
+        content="User takes vitamin D every single morning",
         importance=2,
         created_at=created.isoformat(),
         scope="health",
@@ -227,7 +226,7 @@ async def test_recall_ranks_by_importance_and_recency_and_imports_butler_toml(
     assert recall.status_code == 200
     results = recall.json()["results"]
     assert [r["id"] for r in results] == [important["id"], trivial["id"]]
-    assert results[0]["relevance"] == results[1]["relevance"]
+    assert results[0]["relevance"] >= results[1]["relevance"]
     assert results[0]["importance"] == 9 and results[0]["recency"] > results[1]["recency"]
     assert recall.json()["weights"] == {
         "relevance": 0.4,
