@@ -396,7 +396,9 @@ async def supersession_chain(
         "  SELECT m.id, m.superseded_by FROM memory m JOIN chain c "
         "  ON m.tenant_id = $1 AND (m.superseded_by = c.id OR m.id = c.superseded_by)"
         f") SELECT {MEMORY_COLUMNS} FROM memory WHERE tenant_id = $1 AND id IN (SELECT id FROM chain) "
-        "ORDER BY coalesce(valid_from, created_at) DESC, created_at DESC, id",
+        # Newest first; a successor's valid_from is its predecessor's valid_to, so the open end leads,
+        # and rows of one batch (same times) fall back on their time-ordered ids.
+        "ORDER BY valid_to DESC NULLS FIRST, coalesce(valid_from, created_at) DESC, created_at DESC, id DESC",
         uuid.UUID(tenant_id),
         id,
     )
