@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys
 
 DENTIST = "The user's dentist is Dr. Okafor on Rua Augusta."
 

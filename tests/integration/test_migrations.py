@@ -239,9 +239,9 @@ async def test_numbers_stored_too_close_to_zero_become_zero_and_no_longer_break_
 
 
 async def test_truth_migration_keys_existing_memories_and_dates_their_supersession(scratch_dsn: str) -> None:
-    """0020 on stored data: duplicate keys as the write path makes them; a superseded fact ends when its successor came."""
+    """0021 on stored data: duplicate keys as the write path makes them; a superseded fact ends when its successor came."""
     await asyncio.to_thread(upgrade_to_head, scratch_dsn)
-    await asyncio.to_thread(downgrade_to, scratch_dsn, "0019_restorable_vector_trigger")
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0020_key_lifecycle")
     conn = await connect(scratch_dsn)
     old, new, orphan = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     stored = datetime(2026, 3, 1, tzinfo=UTC)
@@ -320,4 +320,4 @@ async def test_truth_migration_keys_existing_memories_and_dates_their_supersessi
     )
     # Its successor is gone: when it stopped being true is not known, and stays unknown.
     assert (rows[orphan]["validity"], rows[orphan]["valid_to"]) == ("superseded", None)
-    await asyncio.to_thread(downgrade_to, scratch_dsn, "0019_restorable_vector_trigger")
+    await asyncio.to_thread(downgrade_to, scratch_dsn, "0020_key_lifecycle")

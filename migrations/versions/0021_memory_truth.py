@@ -11,8 +11,8 @@
 
 Nothing a stored memory means changes: validity, content and every other column stay as they were.
 
-Revision ID: 0020_memory_truth
-Revises: 0019_restorable_vector_trigger
+Revision ID: 0021_memory_truth
+Revises: 0020_key_lifecycle
 """
 
 from alembic import op
@@ -20,8 +20,8 @@ from sqlalchemy import text
 
 from app.retrieval.duplicates import content_key
 
-revision = "0020_memory_truth"
-down_revision = "0019_restorable_vector_trigger"
+revision = "0021_memory_truth"
+down_revision = "0020_key_lifecycle"
 branch_labels = None
 depends_on = None
 
