@@ -378,7 +378,9 @@ async def near_neighbours(
         [p.scope for p in probes],
         [p.subject for p in probes],
         [p.butler for p in probes],
-        # Wrapped: an array of bare numpy vectors would be encoded as one two-dimensional array.
+        # Wrapped: an array of bare numpy vectors would be encoded as one two-dimensional array. Sent
+        # as vector[] whatever the column's type: against a halfvec(n) column (models past 2,000
+        # dimensions) pgvector's implicit vector -> halfvec cast compares them at the stored precision.
         [PgVector(p.embedding) for p in probes],
         floor,
     )

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -139,6 +140,47 @@ def test_batch_and_episodes(recalld: Client) -> None:
     assert episode.butler == "concierge" and episode.expires_at is not None
 
 
+def test_duplicates_supersession_and_history(recalld: Client) -> None:
+    first = recalld.memory_store_fact(
+        content="The user's dentist is Dr. Okafor on Rua Augusta.", subject="user", scope="truth"
+    )
+    again = recalld.memory_store_fact(
+        content="the user's dentist is dr. okafor on rua augusta", subject="user", scope="truth"
+    )
+    assert (first.duplicate_of, again.id, again.duplicate_of) == (None, first.id, first.id)
+
+    lisbon = recalld.memory_store_fact(
+        content="The user lives in Lisbon",
+        subject="user",
+        predicate="lives_in",
+        scope="truth",
+        valid_from=datetime(2025, 3, 1, tzinfo=UTC),
+    )
+    porto = recalld.memory_store_fact(
+        content="The user lives in Porto",
+        subject="user",
+        predicate="lives_in",
+        scope="truth",
+        supersede="subject_predicate",
+        valid_from=datetime(2026, 2, 1, tzinfo=UTC),
+    )
+    assert porto.superseded == [lisbon.id]
+    history = recalld.memory_history(lisbon.id)
+    assert [(m.id, m.validity) for m in history.items] == [(porto.id, "active"), (lisbon.id, "superseded")]
+    assert history.items[1].valid_to == datetime(2026, 2, 1, tzinfo=UTC)
+
+    now = recalld.memory_search(query="lives", scope="truth")
+    assert [r.id for r in now.results] == [porto.id]
+    last_year = datetime(2025, 9, 1, tzinfo=UTC)
+    then = recalld.memory_search(query="lives", scope="truth", as_of=last_year)
+    assert [r.id for r in then.results] == [lisbon.id]
+    assert [r.id for r in recalld.memory_recall(topic="lives", scope="truth", as_of=last_year).results] == [
+        lisbon.id
+    ]
+    listed = recalld.iter_memories("fact", scope="truth", as_of=last_year)
+    assert [m.id for m in listed] == [lisbon.id]
+
+
 def test_errors_carry_the_api_code_message_and_details(base_url: str, tenant: TenantKeys) -> None:
     with Client(base_url, "rk_00000000_" + "x" * 43) as stranger, pytest.raises(AuthenticationError) as auth:
         stranger.memory_search(query="anything")
@@ -264,6 +306,9 @@ async def test_async_client(base_url: str, tenant: TenantKeys, make_tenant: Tena
         AsyncClient(base_url, other.writer) as stranger,
     ):
         fact = await recalld.memory_store_fact(content="The user's bike is a blue Brompton", subject="bike")
+        again = await recalld.memory_store_fact(content="the user's bike is a blue brompton", subject="bike")
+        assert (again.id, again.duplicate_of) == (fact.id, fact.id)
+        assert [m.id for m in (await recalld.memory_history(fact.id)).items] == [fact.id]
         found = await recalld.memory_search(query="Brompton bike", limit=3)
         assert [r.id for r in found.results] == [fact.id]
         assert (await stranger.memory_search(query="Brompton bike")).results == []
@@ -291,7 +336,7 @@ def test_unknown_response_fields_are_kept() -> None:
             "reference_count": 0,
             "last_referenced_at": None,
             "duplicate_of": None,
-            "valid_from": "2026-11-20T09:30:00Z",
+            "contradicts": [],
         }
     )
-    assert memory.model_extra == {"duplicate_of": None, "valid_from": "2026-11-20T09:30:00Z"}
+    assert memory.model_extra == {"duplicate_of": None, "contradicts": []}

@@ -108,6 +108,17 @@ async def test_a_fresh_data_directory_takes_the_providers_dimension_and_answers_
                     stored = await http.post("/v1/facts", json={"content": fact}, headers=headers)
                     assert stored.status_code == 201, stored.text
                     ids[fact] = stored.json()["id"]
+                # The near-duplicate probe compares vectors of the column's type (halfvec past 2,000):
+                # the same words with a comma inside are not the same content, but close (R-M7).
+                near = await http.post(
+                    "/v1/facts",
+                    json={"content": "The heron nests by the Ohrid lake, every spring"},
+                    headers=headers,
+                )
+                assert near.status_code == 201, near.text
+                assert [s["id"] for s in near.json()["similar_to"]] == [ids[FACTS[0]]]
+                assert near.json()["similar_to"][0]["similarity"] >= 0.99
+                await http.delete(f"/v1/memories/{near.json()['id']}", headers=headers)
                 owner = await connect(await resolve_dsn(settings))
                 try:
                     assert (

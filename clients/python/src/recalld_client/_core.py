@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -30,6 +31,7 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "memory_store_batch": ("POST", "/v1/memories:batch"),
     "memory_list": ("GET", "/v1/memories"),
     "memory_get": ("GET", "/v1/memories/{memory_id}"),
+    "memory_history": ("GET", "/v1/memories/{memory_id}/history"),
     "memory_confirm": ("POST", "/v1/memories/{memory_id}/confirm"),
     "memory_forget": ("DELETE", "/v1/memories/{memory_id}"),
     "memory_search": ("POST", "/v1/search"),
@@ -99,6 +101,11 @@ def body(model: type[M], values: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of `model` from a method's arguments: only those given (None = the server's default)."""
     given = {k: v for k, v in values.items() if k in model.model_fields and v is not None}
     return model.model_validate(given).model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def query_time(value: datetime | None) -> str | None:
+    """A time as a query parameter: ISO 8601 (str() would put a space between date and time)."""
+    return None if value is None else value.isoformat()
 
 
 def new_idempotency_key() -> str:

@@ -29,9 +29,11 @@ from recalld_client.models import (
     EpisodeIn,
     FactIn,
     FusionWeights,
+    MemoryHistory,
     MemoryOut,
     MemoryPage,
     MemoryType,
+    MemoryWriteOut,
     RecallIn,
     RecallOut,
     RecallWeightsIn,
@@ -154,11 +156,17 @@ class AsyncClient:
         decay_rate: float | None = None,
         last_confirmed_at: datetime | None = None,
         supersedes: UUID | str | None = None,
+        supersede: Literal["subject_predicate"] | None = None,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
         created_at: datetime | None = None,
         idempotency_key: str | None = None,
-    ) -> MemoryOut:
-        """Store a fact; with `supersedes`, the old fact is marked superseded."""
-        return parse(MemoryOut, await self._send(self._write("memory_store_fact", FactIn, locals())))
+    ) -> MemoryWriteOut:
+        """Store a fact; `supersedes` (an id) or `supersede="subject_predicate"` replace older facts.
+
+        A repeat of an active fact answers that fact with `duplicate_of` set (nothing new is stored).
+        """
+        return parse(MemoryWriteOut, await self._send(self._write("memory_store_fact", FactIn, locals())))
 
     async def memory_store_rule(
         self,
@@ -172,11 +180,13 @@ class AsyncClient:
         decay_rate: float | None = None,
         last_confirmed_at: datetime | None = None,
         supersedes: UUID | str | None = None,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
         created_at: datetime | None = None,
         idempotency_key: str | None = None,
-    ) -> MemoryOut:
+    ) -> MemoryWriteOut:
         """Store a rule or learned preference (confidence defaults to 0.5)."""
-        return parse(MemoryOut, await self._send(self._write("memory_store_rule", RuleIn, locals())))
+        return parse(MemoryWriteOut, await self._send(self._write("memory_store_rule", RuleIn, locals())))
 
     async def memory_store_episode(
         self,
@@ -191,9 +201,11 @@ class AsyncClient:
         metadata: Mapping[str, Any] | None = None,
         created_at: datetime | None = None,
         idempotency_key: str | None = None,
-    ) -> MemoryOut:
+    ) -> MemoryWriteOut:
         """Store an episode an agent (`butler`) lived through; it expires after 7 days by default."""
-        return parse(MemoryOut, await self._send(self._write("memory_store_episode", EpisodeIn, locals())))
+        return parse(
+            MemoryWriteOut, await self._send(self._write("memory_store_episode", EpisodeIn, locals()))
+        )
 
     async def memory_store_batch(self, items: Sequence[BatchItem | Mapping[str, Any]]) -> BatchOut:
         """Store up to 1,000 facts, rules and episodes all-or-nothing (each item has a `type`)."""
@@ -207,6 +219,11 @@ class AsyncClient:
         call = make_call("memory_get", path_params={"memory_id": memory_id})
         return parse(MemoryOut, await self._send(call))
 
+    async def memory_history(self, memory_id: UUID | str) -> MemoryHistory:
+        """How a fact changed: the memory and what it replaced or was replaced by, newest first."""
+        call = make_call("memory_history", path_params={"memory_id": memory_id})
+        return parse(MemoryHistory, await self._send(call))
+
     async def memory_list(
         self,
         type: MemoryType,
@@ -214,18 +231,33 @@ class AsyncClient:
         scope: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        as_of: datetime | None = None,
     ) -> MemoryPage:
-        """One page of memories of one kind, newest first; see iter_memories for all of them."""
-        params = {"type": type, "scope": scope, "limit": limit, "cursor": cursor}
+        """One page of memories of one kind, newest first; see iter_memories for all of them.
+
+        With `as_of`, only what was valid at that time (superseded facts included).
+        """
+        params = {
+            "type": type,
+            "scope": scope,
+            "limit": limit,
+            "cursor": cursor,
+            "as_of": _core.query_time(as_of),
+        }
         return parse(MemoryPage, await self._send(make_call("memory_list", params=params)))
 
     async def iter_memories(
-        self, type: MemoryType, *, scope: str | None = None, page_size: int = 100
+        self,
+        type: MemoryType,
+        *,
+        scope: str | None = None,
+        page_size: int = 100,
+        as_of: datetime | None = None,
     ) -> AsyncIterator[MemoryOut]:
         """Every memory of one kind, newest first, fetched page by page as the iteration goes."""
         cursor: str | None = None
         while True:
-            page = await self.memory_list(type, scope=scope, limit=page_size, cursor=cursor)
+            page = await self.memory_list(type, scope=scope, limit=page_size, cursor=cursor, as_of=as_of)
             for item in page.items:
                 yield item
             if page.next_cursor is None:
@@ -255,6 +287,7 @@ class AsyncClient:
         min_score: float | None = None,
         min_similarity: float | None = None,
         min_confidence: float | None = None,
+        as_of: datetime | None = None,
         filters: SearchFilters | Mapping[str, Any] | None = None,
         weights: FusionWeights | Mapping[str, Any] | None = None,
         half_life_days: float | None = None,
@@ -282,6 +315,7 @@ class AsyncClient:
         scope: str | None = None,
         min_confidence: float | None = None,
         score_weights: RecallWeightsIn | Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
         tenants: Sequence[str] | None = None,
         all_tenants: bool | None = None,
     ) -> RecallOut:

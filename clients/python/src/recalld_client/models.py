@@ -46,6 +46,10 @@ class FactIn(_MemoryIn):
     decay_rate: float = 0.008
     last_confirmed_at: datetime | None = None
     supersedes: UUID | None = None
+    # "subject_predicate": replaces the scope's active facts of the same subject and predicate.
+    supersede: Literal["subject_predicate"] | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class RuleIn(_MemoryIn):
@@ -55,6 +59,8 @@ class RuleIn(_MemoryIn):
     decay_rate: float = 0.008
     last_confirmed_at: datetime | None = None
     supersedes: UUID | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 class EpisodeIn(_MemoryIn):
@@ -130,6 +136,7 @@ class SearchIn(_Request):
     min_score: float | None = None
     min_similarity: float | None = None
     min_confidence: float | None = None
+    as_of: datetime | None = None
     filters: SearchFilters | None = None
     weights: FusionWeights | None = None
     half_life_days: float | None = None
@@ -163,6 +170,7 @@ class RecallIn(_Request):
     limit: int = 10
     min_confidence: float | None = None
     score_weights: RecallWeightsIn | None = None
+    as_of: datetime | None = None
     tenants: list[str] | None = None
     all_tenants: bool = False
 
@@ -232,6 +240,8 @@ class ScopeSettings(_Response):
     recency_half_life_days: float | None = None
     rerank: bool | None = None
     rerank_top_n: int | None = None
+    single_valued_predicates: list[str] | None = None
+    merge_near_duplicates: bool | None = None
 
 
 # Responses.
@@ -247,6 +257,9 @@ class _KindFields(_Response):
     last_confirmed_at: datetime | None = None
     validity: str | None = None
     supersedes: UUID | None = None
+    superseded_by: UUID | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     effective_confidence: float | None = None
     butler: str | None = None
     session_id: str | None = None
@@ -276,8 +289,34 @@ class MemoryOut(_KindFields):
     last_referenced_at: datetime | None
 
 
+class SimilarMemory(_Response):
+    """An active memory close to what was written, though not the same after normalisation."""
+
+    id: UUID
+    similarity: float
+    word_overlap: float
+
+
+class MemoryWriteOut(MemoryOut):
+    """A write's answer: the memory, and what the write did besides storing it.
+
+    `duplicate_of` is set when the write repeated an active memory (that memory answers; nothing new
+    was stored); `superseded` lists the ids the write replaced; `similar_to` its near-duplicates.
+    """
+
+    duplicate_of: UUID | None
+    superseded: list[UUID]
+    similar_to: list[SimilarMemory]
+
+
 class BatchOut(_Response):
-    """The stored memories, in request order."""
+    """One answer per request item, in request order."""
+
+    items: list[MemoryWriteOut]
+
+
+class MemoryHistory(_Response):
+    """A supersession chain: the memory and what it replaced or was replaced by, newest first."""
 
     items: list[MemoryOut]
 
