@@ -333,7 +333,9 @@ async def write_memories(
             for n, r in enumerate(chunk)
             if r.embedding is not None and r.id not in truth.duplicate_of and _row_identity(r) is not None
         ]
-        found = await repo.near_neighbours(conn, tenant_id=tenant_id, probes=probes, floor=NEAR_SIMILARITY)
+        found = await repo.near_neighbours(
+            conn, tenant_id=tenant_id, probes=probes, floor=NEAR_SIMILARITY, before=now
+        )
         for near in found:
             row = chunk[near["n"]]
             overlap = word_overlap(row.content, near["content"])

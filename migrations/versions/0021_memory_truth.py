@@ -8,6 +8,7 @@
   successor still exists; otherwise its end stays unknown, and "as of" questions leave it out).
 - `superseded_by`: the newer memory that replaced this one, so a supersession chain is walked both
   ways by index. Set here from the existing `supersedes` links.
+- An index of each duplicate group's memories in time order, for the near-duplicate probe.
 
 Nothing a stored memory means changes: validity, content and every other column stay as they were.
 
@@ -82,9 +83,17 @@ def upgrade() -> None:
         "CREATE INDEX memory_tenant_fact_predicate_idx ON memory (tenant_id, subject, predicate, scope) "
         "WHERE kind = 'fact' AND validity = 'active' AND predicate IS NOT NULL"
     )
+    # The near-duplicate probe: a group's newest memories (kind, scope, subject or butler) without
+    # walking every memory of the kind; conversation turns are never probed, so they are left out.
+    op.execute(
+        "CREATE INDEX memory_tenant_near_group_idx ON memory "
+        "(tenant_id, kind, scope, (coalesce(subject, butler, '')), created_at DESC) "
+        "WHERE content_key IS NOT NULL AND (kind <> 'episode' OR session_id IS NULL)"
+    )
 
 
 def downgrade() -> None:
+    op.execute("DROP INDEX memory_tenant_near_group_idx")
     op.execute("DROP INDEX memory_tenant_fact_predicate_idx")
     op.execute("DROP INDEX memory_tenant_superseded_by_idx")
     op.execute("DROP INDEX memory_tenant_content_key_idx")
