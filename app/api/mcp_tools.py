@@ -62,6 +62,7 @@ _SEARCH_GATES: dict[str, Gate] = {
     "exact": "tuning",
     "rerank": "tuning",
     "diversity": "tuning",
+    "as_of": "curation",
 }
 _SEARCH_HINTS = {
     "query": "Words, a question or code.",
@@ -77,13 +78,23 @@ _RECALL_GATES: dict[str, Gate] = {
     "all_tenants": OPERATOR,
     "min_confidence": "tuning",
     "score_weights": "tuning",
+    "as_of": "curation",
 }
 # Back-dating is for importing what happened before; an agent writing as it goes leaves them unset.
-_WRITE_GATES: dict[str, Gate] = {"created_at": "import", "last_confirmed_at": "import"}
+_WRITE_GATES: dict[str, Gate] = {
+    "created_at": "import",
+    "last_confirmed_at": "import",
+    "valid_from": "import",
+    "valid_to": "import",
+}
 _WRITE_HINTS = {
     "tags": "Labels (search can filter by them).",
     "metadata": "Any JSON object (<= 16 KiB), returned as stored.",
     "idempotency_key": "A retry with the same key returns the first result instead of a duplicate.",
+}
+_FACT_HINTS = {
+    **_WRITE_HINTS,
+    "supersede": '"subject_predicate": replaces the active facts of this subject and predicate.',
 }
 
 TOOLS: dict[str, Tool] = {
@@ -150,8 +161,8 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "memory_store_fact",
-            "Remember a fact. Its confidence fades unless confirmed; a repeat answers the stored one "
-            '(`duplicate_of`); `supersede: "subject_predicate"` replaces the old value.',
+            "Remember a fact (confidence fades unless confirmed). A repeat answers the stored one "
+            "(`duplicate_of`).",
             FactIn,
             "writer",
             calls.memory_store,
@@ -159,7 +170,7 @@ TOOLS: dict[str, Tool] = {
             "memory",
             "add",
             gated=_WRITE_GATES,
-            hints=_WRITE_HINTS,
+            hints=_FACT_HINTS,
         ),
         Tool(
             "memory_store_rule",
@@ -167,7 +178,9 @@ TOOLS: dict[str, Tool] = {
             RuleIn,
             "writer",
             calls.memory_store,
-            MemoryWriteOut,
+            # MemoryOut keeps the answer's duplicate_of and similar_to (extra fields) undeclared:
+            # declared once more per write tool, they cost tools/list 280 characters each.
+            MemoryOut,
             "memory",
             "add",
             gated=_WRITE_GATES,
@@ -180,7 +193,9 @@ TOOLS: dict[str, Tool] = {
             EpisodeIn,
             "writer",
             calls.memory_store,
-            MemoryWriteOut,
+            # MemoryOut keeps the answer's duplicate_of and similar_to (extra fields) undeclared:
+            # declared once more per write tool, they cost tools/list 280 characters each.
+            MemoryOut,
             "memory",
             "add",
             gated=_WRITE_GATES,
