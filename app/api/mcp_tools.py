@@ -38,7 +38,6 @@ from app.api.schemas.memories import (
     MemoryHistory,
     MemoryOut,
     MemoryPage,
-    MemoryWriteOut,
     RuleIn,
 )
 from app.api.schemas.recall import RecallIn, RecallOut
@@ -80,6 +79,8 @@ _RECALL_GATES: dict[str, Gate] = {
     "score_weights": "tuning",
     "as_of": "curation",
 }
+# The store tools declare MemoryOut: the answer's duplicate_of, superseded and similar_to come as
+# extra fields, undeclared, since declaring them costs tools/list 280 characters per tool.
 # Back-dating is for importing what happened before; an agent writing as it goes leaves them unset.
 _WRITE_GATES: dict[str, Gate] = {
     "created_at": "import",
@@ -90,11 +91,12 @@ _WRITE_GATES: dict[str, Gate] = {
 _WRITE_HINTS = {
     "tags": "Labels (search can filter by them).",
     "metadata": "Any JSON object (<= 16 KiB), returned as stored.",
-    "idempotency_key": "A retry with the same key returns the first result instead of a duplicate.",
+    "idempotency_key": "A retry with the same key returns the first result.",
 }
 _FACT_HINTS = {
     **_WRITE_HINTS,
-    "supersede": '"subject_predicate": replaces the active facts of this subject and predicate.',
+    "supersede": '"subject_predicate": replaces older facts of this subject+predicate.',
+    "supersedes": "Id of a fact this replaces.",
 }
 
 TOOLS: dict[str, Tool] = {
@@ -161,12 +163,11 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "memory_store_fact",
-            "Remember a fact (confidence fades unless confirmed). A repeat answers the stored one "
-            "(`duplicate_of`).",
+            "Remember a fact; a repeat answers the stored one.",
             FactIn,
             "writer",
             calls.memory_store,
-            MemoryWriteOut,
+            MemoryOut,
             "memory",
             "add",
             gated=_WRITE_GATES,
@@ -178,8 +179,6 @@ TOOLS: dict[str, Tool] = {
             RuleIn,
             "writer",
             calls.memory_store,
-            # MemoryOut keeps the answer's duplicate_of and similar_to (extra fields) undeclared:
-            # declared once more per write tool, they cost tools/list 280 characters each.
             MemoryOut,
             "memory",
             "add",
@@ -193,8 +192,6 @@ TOOLS: dict[str, Tool] = {
             EpisodeIn,
             "writer",
             calls.memory_store,
-            # MemoryOut keeps the answer's duplicate_of and similar_to (extra fields) undeclared:
-            # declared once more per write tool, they cost tools/list 280 characters each.
             MemoryOut,
             "memory",
             "add",

@@ -98,7 +98,8 @@ async def test_tools_by_role_with_the_rest_input_models(
     assert set(writer_tools["code_research"].input_schema["properties"]) == set(ResearchIn.model_fields)
     assert {"repository", "symbol", "depth"} <= set(writer_tools["memory_search"].input_schema["properties"])
     fact = writer_tools["memory_store_fact"].input_schema
-    assert set(fact["properties"]) == set(FactIn.model_fields) - {"created_at", "last_confirmed_at"}
+    back_dating = {"created_at", "last_confirmed_at", "valid_from", "valid_to"}  # the import toolset
+    assert set(fact["properties"]) == set(FactIn.model_fields) - back_dating
     assert fact["properties"]["importance"] == {
         "default": 5.0,
         "description": "How much this matters, 0–10.",
