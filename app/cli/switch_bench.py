@@ -137,7 +137,9 @@ async def _switch(
         await owner.close()
     assert row is not None
     return {
-        "to": f"{to['provider_name']}/{to['model']}",
+        "to": f"{state.embedder.identity.provider}/{state.embedder.identity.model}"
+        if state.embedder
+        else "?",
         "memories": row["n"],
         "seconds": seconds,
         "rate": row["n"] / seconds,
