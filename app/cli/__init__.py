@@ -236,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
         "('Speaker (1:56 pm on 8 May, 2023): text', every turn at its session's date, in batches), or both",
     )
     evaluation.add_argument(
+        "--short-queries",
+        action="store_true",
+        help="also ask each set's queries cut to their first four content words (entity-style names and "
+        "topics) of the same memories, as the set '<set>-short'",
+    )
+    evaluation.add_argument(
         "--abstention",
         action="store_true",
         help="also ask negatives (each set's queries in another set's tenant; a conversation's questions "

@@ -61,7 +61,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
 def _eval_sets(args: argparse.Namespace) -> list[Any]:
     from app.evaluation.locomo import TurnFormat
-    from app.evaluation.runner import load_set
+    from app.evaluation.runner import load_set, short_queries
 
     formats: list[TurnFormat] = (
         ["episodes", "transcript"] if args.locomo_format == "both" else [args.locomo_format]
@@ -70,7 +70,10 @@ def _eval_sets(args: argparse.Namespace) -> list[Any]:
     for p in args.datasets:
         # A BEIR folder reads the same in every format: once is enough.
         loaded = {s.name: s for s in (load_set(Path(p), f) for f in formats)}
-        sets += [s.limited(args.limit_queries) for s in loaded.values()]
+        for s in loaded.values():
+            sets += [s.limited(args.limit_queries)]
+            if args.short_queries:
+                sets += [short_queries(s).limited(args.limit_queries)]
     return sets
 
 
@@ -165,10 +168,14 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
             app = create_app(settings.model_copy(update={"rate_limit_per_second": 0}))
             async with app.router.lifespan_context(app), AsyncExitStack() as stack:
                 targets: list[Target] = []
+                # This run's tenant per set name: a set stored as another asks that set's tenant.
+                loaded: dict[str, Any] = {}
                 for eval_set in sets:
                     name = f"eval-{eval_set.name}-{eval_set.fingerprint()}"
                     known = {t.name: t for t in await tenant_service.list_tenants(conn)}
                     tenant = known.get(name) if args.reuse else None
+                    if eval_set.stored_as is not None:
+                        tenant = loaded[eval_set.stored_as]
                     if tenant is None:
                         tenant_name = name if args.reuse else f"eval-{os.urandom(4).hex()}"
                         tenant = await tenant_service.create_tenant(conn, tenant_name)
@@ -185,6 +192,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                             timeout=600,
                         )
                     )
+                    loaded[eval_set.name] = tenant
                     targets.append((eval_set, client, idf_of(tenant.id)))
                 return await run_sets(targets)
         finally:

@@ -17,6 +17,8 @@ from app.evaluation.beir import load_beir
 from app.evaluation.locomo import TurnFormat, load_locomo
 from app.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
 from app.progress import progress_bar
+from app.retrieval.highlights import STOPWORDS
+from app.retrieval.query import WORD
 
 SetKind = Literal["beir", "conversations"]
 # Episodes of a conversation set must outlive any reuse of a kept evaluation database.
@@ -49,6 +51,8 @@ class EvalSet:
     queries: list[EvalQuery]
     # Conversations: each conversation's agent (its scope), in file order.
     agents: tuple[str, ...] = ()
+    # A set that asks other queries of another set's memories: that set's name (its tenant).
+    stored_as: str | None = None
 
     @property
     def metric(self) -> str:
@@ -201,6 +205,22 @@ def _conversation_set(path: Path, turn_format: TurnFormat) -> EvalSet:
     return EvalSet(name, "conversations", items, queries, data.agents)
 
 
+# Entity-style queries keep at most this many content words of a query: a name and a topic or two.
+SHORT_QUERY_WORDS = 4
+
+
+def short_query(text: str) -> str:
+    """A query cut to its first SHORT_QUERY_WORDS content words (stopwords dropped): a name or topic."""
+    words = [w for w in WORD.findall(text) if w.lower() not in STOPWORDS]
+    return " ".join(words[:SHORT_QUERY_WORDS]) or text
+
+
+def short_queries(eval_set: EvalSet) -> EvalSet:
+    """The set's queries asked as short entity-style queries of its memories (`<set>-short`)."""
+    queries = [replace(q, text=short_query(q.text)) for q in eval_set.queries]
+    return replace(eval_set, name=f"{eval_set.name}-short", queries=queries, stored_as=eval_set.name)
+
+
 def load_set(path: Path, turn_format: TurnFormat = "episodes") -> EvalSet:
     """A BEIR folder (corpus.jsonl…) or a LoCoMo conversation file (or a folder holding one)."""
     if (path / "corpus.jsonl").exists():
@@ -211,8 +231,13 @@ def load_set(path: Path, turn_format: TurnFormat = "episodes") -> EvalSet:
 
 
 async def ingest(client: httpx.AsyncClient, eval_set: EvalSet, *, progress: bool = True) -> float:
-    """Write every item (idempotent: a reused database only replays keys); returns seconds taken."""
+    """Write every item (idempotent: a reused database only replays keys); returns seconds taken.
+
+    A set stored as another set's memories writes nothing: that set, loaded first, wrote them.
+    """
     started = time.perf_counter()
+    if eval_set.stored_as is not None:
+        return 0.0
     items = eval_set.items
     bar = progress_bar(len(items), f"load {eval_set.name}", enabled=progress)
     for start in range(0, len(items), WRITE_BATCH):

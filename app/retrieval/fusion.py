@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from app.retrieval.hits import Hit, Leg
@@ -97,9 +97,27 @@ SEMANTIC_CONFIDENCE_COSINES = (0.5, 0.9)
 # (z-score over the leg's hits): about 2 is a flat list where many documents match a common term
 # equally, 8 a document matching the query's rare terms far better than any other.
 KEYWORD_CONFIDENCE_Z = (2.0, 8.0)
-# Evidence moves the semantic share within these bounds; only a leg that cannot read the query
-# (language) is ever silenced completely.
+# Confidence moves the semantic share within these bounds.
 ADAPTIVE_SHARE_BOUNDS = (0.2, 0.8)
+# Then each leg's share is scaled by how much evidence it has for this query at all, on scales that
+# mean the same for every query, so a leg with little evidence weighs little and one with none
+# nothing. Semantic: the best cosine, from unrelated text (MiniLM gives about 0.2 to a sentence on
+# another subject) to a near paraphrase. Keyword: the best BM25 score's share of the most the
+# query's own terms could score ((k1 + 1) · Σ idf, a term no memory holds included): a best hit
+# that matched only the query's common words, none of its rare ones, reaches a small share.
+# Chosen offline over the dumped legs of six sets, held out one at a time (docs/benchmarks.md,
+# "Per-query leg weights").
+SEMANTIC_EVIDENCE_COSINES = (0.2, 0.9)
+KEYWORD_EVIDENCE_SHARE = (0.05, 0.25)
+# Why a leg that ran got no weight (score_breakdown's legs_skipped).
+NO_KEYWORD_MATCH = "no memory in scope matches a query term"
+KEYWORD_TOO_LITTLE = (
+    f"its best match scored under {KEYWORD_EVIDENCE_SHARE[0]:.0%} of what the query's terms could "
+    "(the rarest terms matched nothing)"
+)
+NO_SEMANTIC_EVIDENCE = (
+    f"no memory in scope is nearer the query than unrelated text (cosine {SEMANTIC_EVIDENCE_COSINES[0]})"
+)
 
 
 def _ramp(value: float, low: float, high: float) -> float:
@@ -114,24 +132,55 @@ def _top_z(scores: Sequence[float]) -> float:
     return (scores[0] - mean) / spread if spread > 0 else 0.0
 
 
-def adaptive_shares(
-    semantic_scores: Sequence[float], keyword_scores: Sequence[float], weights: Mapping[str, float]
-) -> dict[str, float]:
-    """Per-query leg shares (summing to 1) from each leg's confidence and the configured weights.
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """Each leg's share of an adaptive fusion (summing to 1), and why a leg that ran has none."""
 
-    semantic_scores are cosines, keyword_scores BM25 scores, each best first. With equal weights
-    the semantic share is 0.5 ± 0.3 · (semantic confidence − keyword confidence).
+    weights: dict[str, float]
+    silenced: dict[str, str] = field(default_factory=dict)
+
+
+def adaptive_shares(
+    semantic_scores: Sequence[float],
+    keyword_scores: Sequence[float],
+    weights: Mapping[str, float],
+    *,
+    keyword_ceiling: float | None = None,
+) -> Shares:
+    """Per-query leg shares from each leg's confidence and evidence and the configured weights.
+
+    semantic_scores are cosines, keyword_scores BM25 scores, each best first; keyword_ceiling is
+    the most BM25 could give for the query's terms (None: unknown, the keyword evidence counts as
+    full). With equal weights and full evidence the semantic share is 0.5 ± 0.3 · (semantic
+    confidence − keyword confidence); each share is then scaled by its leg's evidence. A leg that
+    found nothing, or whose evidence is nil, gets no share and the reason.
     """
     semantic = _ramp(semantic_scores[0], *SEMANTIC_CONFIDENCE_COSINES) if semantic_scores else 0.0
     keyword = _ramp(_top_z(keyword_scores), *KEYWORD_CONFIDENCE_Z) if keyword_scores else 0.0
     low, high = ADAPTIVE_SHARE_BOUNDS
     share = low + (high - low) * (0.5 + 0.5 * (semantic - keyword))
-    weighted_semantic = weights.get("semantic", 1.0) * share
-    weighted_keyword = weights.get("keyword", 1.0) * (1.0 - share)
+    semantic_evidence = _ramp(semantic_scores[0], *SEMANTIC_EVIDENCE_COSINES) if semantic_scores else 0.0
+    keyword_evidence = 0.0
+    if keyword_scores:
+        reached = keyword_scores[0] / keyword_ceiling if keyword_ceiling else 1.0
+        keyword_evidence = _ramp(reached, *KEYWORD_EVIDENCE_SHARE)
+    silenced = {}
+    if keyword_evidence <= 0:
+        silenced["keyword"] = KEYWORD_TOO_LITTLE if keyword_scores else NO_KEYWORD_MATCH
+    if semantic_evidence <= 0:
+        silenced["semantic"] = NO_SEMANTIC_EVIDENCE
+    weighted_semantic = weights.get("semantic", 1.0) * share * semantic_evidence
+    weighted_keyword = weights.get("keyword", 1.0) * (1.0 - share) * keyword_evidence
     total = weighted_semantic + weighted_keyword
     if total <= 0:
-        return {"semantic": 0.5, "keyword": 0.5}
-    return {"semantic": weighted_semantic / total, "keyword": weighted_keyword / total}
+        # Neither leg has evidence (or both are weighted 0): their confidence alone decides.
+        weighted_semantic = weights.get("semantic", 1.0) * share
+        weighted_keyword = weights.get("keyword", 1.0) * (1.0 - share)
+        total = weighted_semantic + weighted_keyword
+        silenced = {}
+        if total <= 0:
+            return Shares({"semantic": 0.5, "keyword": 0.5})
+    return Shares({"semantic": weighted_semantic / total, "keyword": weighted_keyword / total}, silenced)
 
 
 def _normalised(scores: Sequence[float], depth: int) -> list[float]:
@@ -152,23 +201,26 @@ def _normalised(scores: Sequence[float], depth: int) -> list[float]:
 
 def fuse_adaptive(
     legs: Mapping[str, Leg], weights: Mapping[str, float], *, depth: int
-) -> tuple[list[Hit], dict[str, float]]:
+) -> tuple[list[Hit], Shares]:
     """Convex combination of the legs' normalised scores with per-query shares; returns hits and shares.
 
     Legs hold up to `depth` hits, best first: cosines for semantic, mapped keyword scores for
-    keyword (fusion works on the BM25 scores behind them). A leg absent from `legs` has share 0;
-    an item a leg did not return scores 0 there. Hits come in first-seen order (see fuse_rrf).
+    keyword (fusion works on the BM25 scores behind them; the keyword leg's ceiling, when known,
+    is its query's). A leg absent from `legs` has share 0; an item a leg did not return scores 0
+    there. Hits come in first-seen order (see fuse_rrf).
     """
     keyword_scores = [unmap_keyword_score(raw) for raw in legs["keyword"].scores] if "keyword" in legs else []
     semantic_scores = list(legs["semantic"].scores) if "semantic" in legs else []
     if "semantic" in legs and "keyword" in legs:
-        shares = adaptive_shares(semantic_scores, keyword_scores, weights)
+        shares = adaptive_shares(
+            semantic_scores, keyword_scores, weights, keyword_ceiling=legs["keyword"].ceiling
+        )
     else:
-        shares = {leg: 1.0 for leg in legs}
+        shares = Shares({leg: 1.0 for leg in legs})
     leg_scores = {"keyword": keyword_scores, "semantic": semantic_scores}
     # Per leg, the normalised value of each position; an item takes the one of its first position.
     terms = [
-        (shares[name], _normalised(leg_scores.get(name) or list(leg.scores), depth))
+        (shares.weights[name], _normalised(leg_scores.get(name) or list(leg.scores), depth))
         for name, leg in legs.items()
     ]
     hits, totals = _weighted_sums(legs, terms)
@@ -182,9 +234,7 @@ FUSION_NAMES: tuple[FusionName, ...] = get_args(FusionName)
 WEIGHT_BOUNDS = (0.0, 100.0)
 K_BOUNDS = (1, 1000)
 
-FuseFunction = Callable[
-    [Mapping[str, Leg], Mapping[str, float], int, int], tuple[list[Hit], dict[str, float]]
-]
+FuseFunction = Callable[[Mapping[str, Leg], Mapping[str, float], int, int], tuple[list[Hit], Shares]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,19 +248,19 @@ class Fusion:
 
 def _rrf(
     legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
-) -> tuple[list[Hit], dict[str, float]]:
-    return fuse_rrf(legs, weights, k=k, depth=depth), dict(weights)
+) -> tuple[list[Hit], Shares]:
+    return fuse_rrf(legs, weights, k=k, depth=depth), Shares(dict(weights))
 
 
 def _weighted(
     legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
-) -> tuple[list[Hit], dict[str, float]]:
-    return fuse_weighted(legs, weights), dict(weights)
+) -> tuple[list[Hit], Shares]:
+    return fuse_weighted(legs, weights), Shares(dict(weights))
 
 
 def _adaptive(
     legs: Mapping[str, Leg], weights: Mapping[str, float], k: int, depth: int
-) -> tuple[list[Hit], dict[str, float]]:
+) -> tuple[list[Hit], Shares]:
     return fuse_adaptive(legs, weights, depth=depth)
 
 

@@ -98,11 +98,13 @@ class Leg:
     documented tie order (created_at DESC, id ASC) decides. A repeat of an item is ignored.
     """
 
-    __slots__ = ("hits", "positions", "scores")
+    __slots__ = ("ceiling", "hits", "positions", "scores")
 
     def __init__(self, hits: Sequence[Hit], scores: Sequence[float]) -> None:
         self.hits = hits
         self.scores = scores
+        # The most this leg could score an item for the query (BM25: its terms' ceiling); None: unknown.
+        self.ceiling: float | None = None
         positions: dict[uuid.UUID, tuple[int, float, int]] = {}
         rank = 0
         previous: float | None = None

@@ -16,7 +16,7 @@ from app.repositories.keyword_stats import query_term_idf
 from app.repositories.search import CandidateFilter
 from app.retrieval import calibration
 from app.retrieval.calibration import CALIBRATED_FUSION
-from app.retrieval.fusion import FUSIONS, map_keyword_score, unmap_keyword_score
+from app.retrieval.fusion import FUSIONS, Shares, map_keyword_score, unmap_keyword_score
 from app.retrieval.hits import Hit, Leg
 from app.retrieval.query import ParsedQuery, ilike_patterns, keyword_query_text
 from app.retrieval.scoring import tie_break_key
@@ -248,11 +248,12 @@ async def rank_candidates(
     min_similarity: float | None,
     timings: Timings,
     force_exact: bool = False,
-) -> tuple[list[Hit], dict[str, str], dict[str, float]]:
+) -> tuple[list[Hit], dict[str, str], Shares]:
     """Run the planned legs (each to `depth` hits) inside the open tenant transaction and fuse them.
 
     Returns the fused hits (unordered: callers sort their final scores with tie_break_key), each
-    leg's match type, and the weights fusion used (the per-query shares for adaptive fusion).
+    leg's match type, and the weights fusion used (the per-query shares for adaptive fusion, with
+    the reason a leg that ran got none).
     """
     legs: dict[str, Leg] = {}
     match_types: dict[str, str] = {}
@@ -292,15 +293,16 @@ async def rank_candidates(
         # Only BM25 has a ceiling to measure against; its statistics are read while fusing is cheap.
         started = time.perf_counter()
         idfs = await query_term_idf(conn, tenant_ids=f.tenant_ids, query_text=keyword_query_text(parsed))
+        legs["keyword"].ceiling = calibration.keyword_ceiling(idfs)
         timings.add("keyword", started)
     started = time.perf_counter()
-    fused, weights = FUSIONS[plan.fusion].fuse(
+    fused, shares = FUSIONS[plan.fusion].fuse(
         legs, {name: plan.weights[name] for name in legs}, plan.k, depth
     )
     if plan.fusion == CALIBRATED_FUSION and "semantic" in legs and "keyword" in legs:
         _calibrate(fused, legs, idfs, depth)
     timings.add("fuse", started)
-    return fused, match_types, weights
+    return fused, match_types, shares
 
 
 def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float], depth: int) -> None:

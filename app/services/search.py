@@ -15,6 +15,7 @@ from app.db import Database
 from app.errors import ApiError
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
+from app.retrieval.fusion import Shares
 from app.retrieval.globs import GlobError, glob_to_regex
 from app.retrieval.highlights import highlight_spans
 from app.retrieval.hits import Hit
@@ -72,7 +73,7 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
         ctx = await ctx.with_scope(conn)
         plan = plan_legs(ctx.state, ctx.settings, query=ctx.parsed.text, mode=body.mode)
         f = _candidate_filter(body, ctx)
-        fused, match_types, fusion_weights = await _retrieve(ctx, conn, f, plan, body)
+        fused, match_types, shares = await _retrieve(ctx, conn, f, plan, body)
         reorder_plan = rerank_service.ReorderPlan(
             rerank=ctx.settings.rerank, top_n=ctx.settings.rerank_top_n, diversity=ctx.settings.diversity
         )
@@ -106,7 +107,7 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
     shown = [(hit, row) for hit in scored if (row := rows.get(hit.id)) is not None]
     spans = await _highlights([row["content"] for _, row in shown], ctx.parsed)
     results = [
-        _result(ctx, plan, fusion_weights, reordering, hit, row, highlights, context)
+        _result(ctx, plan, shares, reordering, hit, row, highlights, context)
         for (hit, row), highlights in zip(shown, spans, strict=True)
     ]
     response = _response(ctx, body, results, await ctx.embedding_used(), reordering)
@@ -125,10 +126,10 @@ def _best_score(ctx: RetrievalContext, fused: list[Hit]) -> float | None:
 
 async def _retrieve(
     ctx: RetrievalContext, conn: asyncpg.Connection, f: CandidateFilter, plan: LegPlan, body: SearchRequest
-) -> tuple[list[Hit], dict[str, str], dict[str, float]]:
+) -> tuple[list[Hit], dict[str, str], Shares]:
     """The planned legs, fused; each leg's match type, and the weights fusion used."""
     if ctx.parsed.is_empty:
-        return [], {}, {}
+        return [], {}, Shares({})
     return await rank_candidates(
         ctx.state,
         conn,
@@ -309,7 +310,7 @@ def _response(
 def _result(
     ctx: RetrievalContext,
     plan: LegPlan,
-    fusion_weights: dict[str, float],
+    shares: Shares,
     reordering: rerank_service.Reordering | None,
     hit: Hit,
     row: Any,
@@ -328,12 +329,12 @@ def _result(
             fused=round(hit.fused, 6),
             ranks=ranks,
             raw_scores=hit.raw_scores,
-            weights={leg: round(fusion_weights[leg], 6) for leg in ranks},
+            weights={leg: round(shares.weights[leg], 6) for leg in ranks},
         )
     if hit.evidence is not None:
         breakdown["calibration"] = hit.evidence
-    if plan.skipped:
-        breakdown["legs_skipped"] = plan.skipped
+    if plan.skipped or shares.silenced:
+        breakdown["legs_skipped"] = {**plan.skipped, **shares.silenced}
     if hit.hop_depth is not None:
         item["hop_depth"] = hit.hop_depth
         breakdown["paths"] = list(hit.paths)

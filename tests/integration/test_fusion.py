@@ -9,6 +9,7 @@ import pytest
 
 from app.evaluation.bench import generate_memories, generate_queries
 from app.rate_limit import RateLimiter
+from app.retrieval.fusion import NO_KEYWORD_MATCH
 from app.state import ServiceState
 from tests.support import TenantFactory, TenantKeys, search
 
@@ -93,6 +94,21 @@ async def test_memories_the_model_cannot_read_stay_out_of_the_semantic_leg(
     assert sorted(r["content"] for r in result["results"]) == sorted(ENGLISH_MEMORIES)
     hybrid = await _search(client, tenant, query="green tea in the morning", min_score=0)
     assert "legs_skipped" not in hybrid["results"][0]["score_breakdown"]
+
+
+async def test_a_keyword_leg_that_matched_no_query_term_gets_no_weight_and_says_why(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    tenant = await make_tenant()
+    await _store_all(client, tenant, ENGLISH_MEMORIES)
+    # No memory holds "warm", "beverage" or "dawn", not even as part of a word.
+    assert (await _search(client, tenant, query="warm beverage at dawn", mode="keyword"))["results"] == []
+    result = await _search(client, tenant, query="warm beverage at dawn", min_score=0)
+    assert result["results"][0]["content"] == ENGLISH_MEMORIES[0]
+    for hit in result["results"]:
+        breakdown = hit["score_breakdown"]
+        assert breakdown["weights"] == {"keyword": 0.0, "semantic": 1.0}
+        assert breakdown["legs_skipped"] == {"keyword": NO_KEYWORD_MATCH}
 
 
 async def test_a_shorter_limit_returns_a_prefix_of_a_longer_one(

@@ -10,7 +10,15 @@ import pytest
 
 from app.evaluation.locomo import parse_session_time
 from app.evaluation.metrics import auroc
-from app.evaluation.runner import Run, cross_conversation_probes, cross_set_probes, load_set, positive_probes
+from app.evaluation.runner import (
+    Run,
+    cross_conversation_probes,
+    cross_set_probes,
+    load_set,
+    positive_probes,
+    short_queries,
+    short_query,
+)
 
 CONVERSATION = [
     {
@@ -119,3 +127,19 @@ def test_auroc_counts_ties_as_half() -> None:
     assert auroc([0.9, 0.8], [0.1, 0.2]) == 1.0
     assert auroc([0.5], [0.5]) == 0.5
     assert auroc([0.1], [0.9, 0.05]) == 0.5
+
+
+def test_short_queries_are_entity_style_questions_of_the_same_memories(tmp_path: Path) -> None:
+    assert short_query("When did Caroline go to the LGBTQ support group?") == "Caroline go LGBTQ support"
+    assert short_query("causes of left ventricular hypertrophy") == "causes left ventricular hypertrophy"
+    assert short_query("what is the") == "what is the"  # nothing but stopwords: asked as it is
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(CONVERSATION))
+    loaded = load_set(path)
+    short = short_queries(loaded)
+    assert short.name == "conv-short" and short.stored_as == "conv"
+    assert short.items == loaded.items and short.fingerprint() == loaded.fingerprint()
+    assert [(q.text, q.relevance) for q in short.queries] == [
+        ("pet Ana adopt", loaded.queries[0].relevance),
+        ("Cat name photo", loaded.queries[1].relevance),
+    ]

@@ -9,6 +9,9 @@ import pytest
 
 from app.retrieval.fusion import (
     FUSIONS,
+    KEYWORD_TOO_LITTLE,
+    NO_KEYWORD_MATCH,
+    NO_SEMANTIC_EVIDENCE,
     adaptive_shares,
     fuse_adaptive,
     fuse_rrf,
@@ -78,17 +81,61 @@ def test_a_negative_keyword_score_maps_to_zero() -> None:
     assert map_keyword_score(-3.0) == 0.0
 
 
+EQUAL = {"semantic": 1.0, "keyword": 1.0}
+
+
 def test_adaptive_shares_sum_to_one_and_favour_the_confident_leg() -> None:
-    sure_semantic = adaptive_shares([0.95, 0.5], [1.0, 1.0, 1.0], {"semantic": 1.0, "keyword": 1.0})
+    sure_semantic = adaptive_shares([0.95, 0.5], [1.0, 1.0, 1.0], EQUAL).weights
     assert sum(sure_semantic.values()) == pytest.approx(1.0)
     assert sure_semantic["semantic"] == pytest.approx(0.8)
-    sure_keyword = adaptive_shares([0.4], [50.0] + [1.0] * 99, {"semantic": 1.0, "keyword": 1.0})
-    assert sure_keyword["semantic"] == pytest.approx(0.2)
+    sure_keyword = adaptive_shares([0.5], [50.0] + [1.0] * 99, EQUAL).weights
+    # The least confidence gives (0.2), less again for a best cosine that is merely on topic.
+    assert 0.0 < sure_keyword["semantic"] < 0.2
+
+
+def test_a_keyword_leg_that_reached_little_of_its_ceiling_weighs_little() -> None:
+    keyword = [5.0] + [1.0] * 99
+    unknown = adaptive_shares([0.7], keyword, EQUAL).weights
+    # 5.0 of a ceiling of 10 is full evidence; of 500 (the query's rare terms matched nothing),
+    # a hundredth: the keyword share shrinks with it.
+    full = adaptive_shares([0.7], keyword, EQUAL, keyword_ceiling=10.0).weights
+    little = adaptive_shares([0.7], keyword, EQUAL, keyword_ceiling=500.0).weights
+    assert full == pytest.approx(unknown)
+    assert little["keyword"] < full["keyword"] / 2
+    assert sum(little.values()) == pytest.approx(1.0)
+    nothing_rare = adaptive_shares([0.7], keyword, EQUAL, keyword_ceiling=5000.0)
+    assert nothing_rare.weights == {"semantic": 1.0, "keyword": 0.0}
+    assert nothing_rare.silenced == {"keyword": KEYWORD_TOO_LITTLE}
+
+
+def test_a_semantic_leg_nearer_nothing_than_unrelated_text_weighs_little_or_nothing() -> None:
+    keyword = [5.0] + [1.0] * 99
+    near = adaptive_shares([0.8], keyword, EQUAL).weights
+    far = adaptive_shares([0.35], keyword, EQUAL).weights
+    assert far["semantic"] < near["semantic"] / 2
+    unrelated = adaptive_shares([0.15], keyword, EQUAL)
+    assert unrelated.weights == {"semantic": 0.0, "keyword": 1.0}
+    assert unrelated.silenced == {"semantic": NO_SEMANTIC_EVIDENCE}
+
+
+def test_a_keyword_leg_that_matched_nothing_gets_no_weight_and_says_why() -> None:
+    shares = adaptive_shares([0.6, 0.5], [], EQUAL)
+    assert shares.weights == {"semantic": 1.0, "keyword": 0.0}
+    assert shares.silenced == {"keyword": NO_KEYWORD_MATCH}
+    hits, fused = fuse_adaptive({"keyword": _leg(), "semantic": _leg((A, 0.6), (B, 0.5))}, EQUAL, depth=10)
+    assert fused == shares
+    assert [h.id for h in hits] == [A, B]
+
+
+def test_when_neither_leg_has_evidence_confidence_alone_decides() -> None:
+    shares = adaptive_shares([0.1], [], EQUAL)
+    assert shares.silenced == {}
+    assert sum(shares.weights.values()) == pytest.approx(1.0)
 
 
 def test_adaptive_with_one_leg_gives_it_the_whole_say() -> None:
     hits, shares = fuse_adaptive({"keyword": _leg((A, 0.75), (B, 0.5))}, {"keyword": 1.0}, depth=10)
-    assert shares == {"keyword": 1.0}
+    assert shares.weights == {"keyword": 1.0}
     assert [h.fused for h in hits] == pytest.approx(
         [1.0, unmap_keyword_score(0.5) / unmap_keyword_score(0.75)]
     )
@@ -97,9 +144,9 @@ def test_adaptive_with_one_leg_gives_it_the_whole_say() -> None:
 @pytest.mark.parametrize("name", sorted(FUSIONS))
 def test_every_registered_fusion_returns_each_item_once_with_its_weights(name: str) -> None:
     legs = {"keyword": _leg((A, 0.6), (B, 0.5)), "semantic": _leg((B, 0.9), (C, 0.1))}
-    hits, weights = FUSIONS[name].fuse(legs, {"keyword": 1.0, "semantic": 1.0}, 60, 10)
+    hits, shares = FUSIONS[name].fuse(legs, {"keyword": 1.0, "semantic": 1.0}, 60, 10)
     assert sorted(h.id for h in hits) == [A, B, C]
-    assert set(weights) == {"keyword", "semantic"}
+    assert set(shares.weights) == {"keyword", "semantic"}
     assert all(h.legs is legs for h in hits)
 
 

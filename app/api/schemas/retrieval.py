@@ -265,8 +265,8 @@ class SearchResult(BaseModel):
     score_breakdown: dict[str, Any] = Field(
         ...,
         description="Rank and raw score of each leg, fusion weights (adaptive: this query's shares), "
-        "decay factor and fused score; `legs_skipped` names a leg left out and why (a query script "
-        "the embedding model does not read); `rerank: {score, rank}` when a reranker re-ordered it, `mmr: {score, max_similarity}` with "
+        "decay factor and fused score; `legs_skipped` names a leg left out or given no weight and why (a "
+        "query script the embedding model does not read; a keyword leg that matched no query term); `rerank: {score, rank}` when a reranker re-ordered it, `mmr: {score, max_similarity}` with "
         "`diversity`.",
     )
     context: list[ContextTurn] | None = Field(
