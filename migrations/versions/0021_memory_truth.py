@@ -2,7 +2,8 @@
 
 - `content_key`: SHA-256 of the normalised content (app.retrieval.duplicates) of facts, rules and
   episodes, so a write finds an active memory saying the same thing by index instead of by scan.
-  Existing rows are keyed here with the same function the write path uses.
+  Existing rows are keyed here with a copy of the write path's rule as it was at this revision (a
+  migration is a snapshot and imports no live app code; tests/unit checks the copy still agrees).
 - `valid_from` / `valid_to` of facts and rules: when the memory was true. Existing ones were true from
   when they were stored (a NULL valid_from, from a writer that predates this, also means created_at); a superseded one stopped being true when its successor was stored (where that
   successor still exists; otherwise its end stays unknown, and "as of" questions leave it out).
@@ -16,10 +17,12 @@ Revision ID: 0021_memory_truth
 Revises: 0020_key_lifecycle
 """
 
+import hashlib
+import re
+import unicodedata
+
 from alembic import op
 from sqlalchemy import text
-
-from app.retrieval.duplicates import content_key
 
 revision = "0021_memory_truth"
 down_revision = "0020_key_lifecycle"
@@ -27,6 +30,16 @@ branch_labels = None
 depends_on = None
 
 BATCH = 2000
+_SPACE = re.compile(r"\s+")
+
+
+def _content_key(content: str) -> bytes:
+    # NFKC, case-folded, one space, trailing punctuation and space dropped; then SHA-256.
+    folded = _SPACE.sub(" ", unicodedata.normalize("NFKC", content).casefold()).strip()
+    end = len(folded)
+    while end > 0 and (unicodedata.category(folded[end - 1]).startswith("P") or folded[end - 1].isspace()):
+        end -= 1
+    return hashlib.sha256(folded[:end].encode()).digest()
 
 
 def upgrade() -> None:
@@ -56,7 +69,7 @@ def upgrade() -> None:
             break
         bind.execute(
             text("UPDATE memory SET content_key = :key WHERE tenant_id = :tenant_id AND id = :id"),
-            [{"tenant_id": r.tenant_id, "id": r.id, "key": content_key(r.content)} for r in rows],
+            [{"tenant_id": r.tenant_id, "id": r.id, "key": _content_key(r.content)} for r in rows],
         )
         last = (rows[-1].tenant_id, rows[-1].id)
     op.execute("UPDATE memory SET valid_from = created_at WHERE kind IN ('fact', 'rule')")
