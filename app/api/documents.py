@@ -4,59 +4,29 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query
 
-from app.api.deps import DbDep, Reader, StateDep, Writer
+from app.api.operation import Mcp, Operation, Rest, routes
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
+from app.api.schemas.parameters import DocumentDeleted, DocumentPathIn, DocumentSliceIn, NoArguments
+from app.auth import Principal
+from app.db import Database
 from app.ingest.paths import MAX_PATH_CHARS
 from app.services import documents as service
+from app.state import ServiceState
 
-router = APIRouter(prefix="/v1", tags=["documents"])
-
-
-@router.put(
-    "/documents",
-    response_model=DocumentOut,
-    operation_id="document_put",
-    summary="Upload a markdown memory file",
-    responses={
-        403: {"description": "Needs the writer role."},
-        422: {"description": "Bad path (absolute, '..', not markdown/text) or content."},
-    },
-)
-async def put_document(body: DocumentIn, state: StateDep, db: DbDep, principal: Writer) -> dict[str, Any]:
-    """Chunk (~400 tokens, 80 overlap, whole lines), embed changed chunks, replace the file's chunks atomically."""
-    result = await service.upload_document(
-        db,
-        state.embedder,
-        principal,
-        path=body.path,
-        content=body.content,
-        scope=body.scope,
-        quota=state.quota,
-    )
-    return upload_body(result)
+PathQuery = Annotated[
+    str,
+    Query(
+        max_length=MAX_PATH_CHARS,
+        description="Path as uploaded.",
+        openapi_examples={"example": {"value": "memory/2026-11-20.md"}},
+    ),
+]
 
 
-@router.get(
-    "/documents",
-    response_model=DocumentSlice,
-    response_model_by_alias=True,
-    operation_id="document_get",
-    summary="Read lines of a stored file",
-    responses={404: {"description": "No such file in this tenant."}},
-)
-async def get_document(
-    db: DbDep,
-    principal: Reader,
-    path: Annotated[
-        str,
-        Query(
-            max_length=MAX_PATH_CHARS,
-            description="Path as uploaded.",
-            openapi_examples={"example": {"value": "memory/2026-11-20.md"}},
-        ),
-    ],
+async def _slice(
+    path: PathQuery,
     from_line: Annotated[
         int | None,
         Query(
@@ -75,44 +45,114 @@ async def get_document(
             openapi_examples={"example": {"value": 2}},
         ),
     ] = None,
-) -> dict[str, Any]:
-    """memory_get for files: the whole file, or `lines` lines starting at `from`."""
-    return await service.read_slice(db, principal, path=path, start=from_line, lines=lines)
+) -> DocumentSliceIn:
+    return DocumentSliceIn.model_construct(path=path, from_line=from_line, lines=lines)
 
 
-@router.get(
-    "/documents:list",
-    response_model=DocumentList,
-    operation_id="document_list",
-    summary="List stored files",
-)
-async def list_documents(db: DbDep, principal: Reader) -> dict[str, Any]:
-    """Every stored path with its content hash."""
-    return {"documents": await service.list_paths(db, principal)}
+async def _path(path: PathQuery) -> DocumentPathIn:
+    return DocumentPathIn.model_construct(path=path)
 
 
-@router.delete(
-    "/documents",
-    status_code=204,
-    operation_id="document_delete",
-    summary="Forget a file",
-    responses={
-        403: {"description": "Needs the writer role."},
-        404: {"description": "No such file in this tenant."},
-    },
-)
-async def delete_document(
-    db: DbDep,
-    principal: Writer,
-    path: Annotated[
-        str,
-        Query(
-            max_length=MAX_PATH_CHARS,
-            description="Path as uploaded.",
-            openapi_examples={"example": {"value": "memory/2026-11-20.md"}},
+async def _none() -> NoArguments:
+    return NoArguments()
+
+
+async def _put(state: ServiceState, db: Database, who: Principal, args: DocumentIn) -> dict[str, Any]:
+    result = await service.upload_document(
+        db, state.embedder, who, path=args.path, content=args.content, scope=args.scope, quota=state.quota
+    )
+    return upload_body(result)
+
+
+async def _get(state: ServiceState, db: Database, who: Principal, args: DocumentSliceIn) -> dict[str, Any]:
+    return await service.read_slice(db, who, path=args.path, start=args.from_line, lines=args.lines)
+
+
+async def _list(state: ServiceState, db: Database, who: Principal, args: NoArguments) -> dict[str, Any]:
+    return {"documents": await service.list_paths(db, who)}
+
+
+async def _delete(state: ServiceState, db: Database, who: Principal, args: DocumentPathIn) -> dict[str, Any]:
+    await service.delete(db, who, path=args.path)
+    return {"path": args.path, "deleted": True}
+
+
+OPERATIONS = (
+    Operation(
+        "document_put",
+        "writer",
+        DocumentIn,
+        DocumentOut,
+        _put,
+        Rest(
+            "PUT",
+            "/documents",
+            "Upload a markdown memory file",
+            "Chunk (~400 tokens, 80 overlap, whole lines), embed changed chunks, replace the file's chunks "
+            "atomically.",
+            responses={
+                403: {"description": "Needs the writer role."},
+                422: {"description": "Bad path (absolute, '..', not markdown/text) or content."},
+            },
         ),
-    ],
-) -> Response:
-    """Delete a file and its chunks."""
-    await service.delete(db, principal, path=path)
-    return Response(status_code=204)
+        Mcp(
+            "Store or replace a markdown memory file (MEMORY.md, memory/YYYY-MM-DD.md); search finds "
+            "its chunks.",
+            "documents",
+            "replace",
+        ),
+    ),
+    Operation(
+        "document_get",
+        "reader",
+        DocumentSliceIn,
+        DocumentSlice,
+        _get,
+        Rest(
+            "GET",
+            "/documents",
+            "Read lines of a stored file",
+            "memory_get for files: the whole file, or `lines` lines starting at `from`.",
+            params=_slice,
+            responses={404: {"description": "No such file in this tenant."}},
+        ),
+        Mcp("Lines of a stored memory file (the whole file without from/lines).", "documents", "read"),
+    ),
+    Operation(
+        "document_list",
+        "reader",
+        NoArguments,
+        DocumentList,
+        _list,
+        Rest(
+            "GET",
+            "/documents:list",
+            "List stored files",
+            "Every stored path with its content hash.",
+            params=_none,
+        ),
+        Mcp("Every stored memory file.", "documents", "read"),
+    ),
+    Operation(
+        "document_delete",
+        "writer",
+        DocumentPathIn,
+        DocumentDeleted,
+        _delete,
+        Rest(
+            "DELETE",
+            "/documents",
+            "Forget a file",
+            "Delete a file and its chunks.",
+            status_code=204,
+            params=_path,
+            responses={
+                403: {"description": "Needs the writer role."},
+                404: {"description": "No such file in this tenant."},
+            },
+        ),
+        Mcp("Delete a memory file.", "documents", "delete"),
+    ),
+)
+
+router = routes(OPERATIONS, prefix="/v1", tags=["documents"])

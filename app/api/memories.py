@@ -1,13 +1,14 @@
-"""Memory writes and memory_get."""
+"""Memory writes, memory_get, memory_list, memory_history, confirm and forget."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query
 
-from app.api.deps import DbDep, Reader, StateDep, Writer
+from app.api.mcp_tool import Gate
+from app.api.operation import Mcp, Operation, Responses, Rest, routes
 from app.api.schemas.common import MemoryType, ScopeName, Timestamp
 from app.api.schemas.memories import (
     BatchIn,
@@ -20,9 +21,11 @@ from app.api.schemas.memories import (
     MemoryWriteOut,
     RuleIn,
 )
+from app.api.schemas.parameters import MemoryForgotten, MemoryIdIn, MemoryListIn
+from app.auth import Principal
+from app.db import Database
 from app.services import memories as service
-
-router = APIRouter(prefix="/v1", tags=["memories"])
+from app.state import ServiceState
 
 MemoryId = Annotated[
     UUID,
@@ -32,17 +35,17 @@ MemoryId = Annotated[
     ),
 ]
 
-_BY_ID: dict[int | str, dict[str, Any]] = {
+_BY_ID: Responses = {
     401: {"description": "Missing, unknown or revoked API key."},
     404: {"description": "No such memory in this tenant (other tenants' ids look the same)."},
     422: {"description": "The id is not a UUID."},
 }
-_WRITE_BY_ID: dict[int | str, dict[str, Any]] = {
+_WRITE_BY_ID: Responses = {
     **_BY_ID,
     403: {"description": "Needs the writer role."},
     422: {"description": "The id is not a UUID; confirm: the memory is not a fact or rule."},
 }
-_ERRORS: dict[int | str, dict[str, Any]] = {
+_ERRORS: Responses = {
     401: {"description": "Missing, unknown or revoked API key."},
     403: {"description": "Needs the writer role."},
     413: {"description": "The tenant's storage quota reached (`quota_exceeded`)."},
@@ -51,7 +54,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "`error.details` lists each problem."
     },
 }
-_DUPLICATE: dict[int | str, dict[str, Any]] = {
+_DUPLICATE: Responses = {
     200: {
         "description": "A duplicate: an active memory of the same kind, scope and subject/butler says the "
         "same (normalised); it answers, confirmed, with `duplicate_of` set. Nothing new is stored.",
@@ -59,108 +62,41 @@ _DUPLICATE: dict[int | str, dict[str, Any]] = {
     },
     201: {"description": "Stored; `superseded` and `similar_to` say what else the write found or did."},
 }
+# The store tools declare MemoryOut: the answer's duplicate_of, superseded and similar_to come as
+# extra fields, undeclared, since declaring them costs tools/list 280 characters per tool.
+# Back-dating is for importing what happened before; an agent writing as it goes leaves them unset.
+_WRITE_GATES: dict[str, Gate] = {
+    "created_at": "import",
+    "last_confirmed_at": "import",
+    "valid_from": "import",
+    "valid_to": "import",
+}
+_WRITE_HINTS = {
+    "tags": "Labels (search can filter by them).",
+    "metadata": "Any JSON object (<= 16 KiB), returned as stored.",
+    "idempotency_key": "A retry with the same key returns the first result.",
+}
+_FACT_HINTS = {
+    **_WRITE_HINTS,
+    "supersede": '"subject_predicate": replaces older facts of this subject+predicate.',
+    "supersedes": "Id of a fact this replaces.",
+}
 
 
-def _answer(response: Response, written: dict[str, Any]) -> dict[str, Any]:
-    """200 instead of 201 when the write only found what was already there."""
-    if written["duplicate_of"] is not None:
-        response.status_code = 200
-    return written
+def _written(written: dict[str, Any]) -> int:
+    # 200 instead of 201 when the write only found what was already there.
+    return 200 if written["duplicate_of"] is not None else 201
 
 
-@router.post(
-    "/facts",
-    status_code=201,
-    response_model=MemoryWriteOut,
-    operation_id="memory_store_fact",
-    summary="Store a fact",
-    responses={**_DUPLICATE, **_ERRORS},
-)
-async def store_fact(
-    body: FactIn, state: StateDep, db: DbDep, principal: Writer, response: Response
-) -> dict[str, Any]:
-    """Store a fact; `supersedes` (an id) or `supersede: "subject_predicate"` replace older facts, in the same transaction."""
-    written = await service.write_memories(
-        db, state.embedder, principal, [body.to_draft()], quota=state.quota
-    )
-    return _answer(response, written[0])
+def _batch_written(batch: dict[str, Any]) -> int:
+    return 200 if all(item["duplicate_of"] is not None for item in batch["items"]) else 201
 
 
-@router.post(
-    "/rules",
-    status_code=201,
-    response_model=MemoryWriteOut,
-    operation_id="memory_store_rule",
-    summary="Store a rule",
-    responses={**_DUPLICATE, **_ERRORS},
-)
-async def store_rule(
-    body: RuleIn, state: StateDep, db: DbDep, principal: Writer, response: Response
-) -> dict[str, Any]:
-    """Store a rule or learned preference (confidence defaults to 0.5)."""
-    written = await service.write_memories(
-        db, state.embedder, principal, [body.to_draft()], quota=state.quota
-    )
-    return _answer(response, written[0])
+async def _by_id(memory_id: MemoryId) -> MemoryIdIn:
+    return MemoryIdIn.model_construct(id=memory_id)
 
 
-@router.post(
-    "/episodes",
-    status_code=201,
-    response_model=MemoryWriteOut,
-    operation_id="memory_store_episode",
-    summary="Store an episode",
-    responses={**_DUPLICATE, **_ERRORS},
-)
-async def store_episode(
-    body: EpisodeIn, state: StateDep, db: DbDep, principal: Writer, response: Response
-) -> dict[str, Any]:
-    """Store an episode of a butler (expires after 7 days unless expires_at says otherwise)."""
-    written = await service.write_memories(
-        db, state.embedder, principal, [body.to_draft()], quota=state.quota
-    )
-    return _answer(response, written[0])
-
-
-@router.post(
-    "/memories:batch",
-    status_code=201,
-    response_model=BatchOut,
-    operation_id="memory_store_batch",
-    summary="Store up to 1,000 memories at once",
-    responses={
-        200: {
-            "description": "Every item was a duplicate (each has `duplicate_of`); nothing new stored.",
-            "model": BatchOut,
-        },
-        **_ERRORS,
-    },
-)
-async def store_batch(
-    body: BatchIn, state: StateDep, db: DbDep, principal: Writer, response: Response
-) -> dict[str, Any]:
-    """All or nothing; answers each item in request order (duplicates with `duplicate_of`); embeds in batches."""
-    items = await service.write_memories(
-        db, state.embedder, principal, [i.to_draft() for i in body.items], quota=state.quota
-    )
-    if all(i["duplicate_of"] is not None for i in items):
-        response.status_code = 200
-    return {"items": items}
-
-
-@router.get(
-    "/memories",
-    response_model=MemoryPage,
-    operation_id="memory_list",
-    summary="List memories of one kind",
-    responses={
-        401: {"description": "Missing, unknown or revoked API key."},
-        422: {"description": "Unknown type, invalid scope or limit, or a cursor this endpoint did not give."},
-    },
-)
-async def list_memories(
-    db: DbDep,
-    principal: Reader,
+async def _listing(
     memory_type: Annotated[
         MemoryType,
         Query(
@@ -201,57 +137,232 @@ async def list_memories(
             openapi_examples={"example": {"value": "2026-06-01T00:00:00Z"}},
         ),
     ] = None,
-) -> dict[str, Any]:
-    """Browse stored memories, newest first; unlike memory_get this does not count as a retrieval."""
-    return await service.list_memories(
-        db, principal, kind=memory_type, scope=scope, limit=limit, cursor=cursor, as_of=as_of
+) -> MemoryListIn:
+    return MemoryListIn.model_construct(
+        type=memory_type, scope=scope, limit=limit, cursor=cursor, as_of=as_of
     )
 
 
-@router.get(
-    "/memories/{memory_id}",
-    response_model=MemoryOut,
-    operation_id="memory_get",
-    summary="Get one memory",
-    responses=_BY_ID,
+async def _store(
+    state: ServiceState, db: Database, who: Principal, args: FactIn | RuleIn | EpisodeIn
+) -> dict[str, Any]:
+    return (await service.write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota))[0]
+
+
+async def _store_batch(state: ServiceState, db: Database, who: Principal, args: BatchIn) -> dict[str, Any]:
+    drafts = [item.to_draft() for item in args.items]
+    return {"items": await service.write_memories(db, state.embedder, who, drafts, quota=state.quota)}
+
+
+async def _list(state: ServiceState, db: Database, who: Principal, args: MemoryListIn) -> dict[str, Any]:
+    return await service.list_memories(
+        db, who, kind=args.type, scope=args.scope, limit=args.limit, cursor=args.cursor, as_of=args.as_of
+    )
+
+
+async def _get(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> dict[str, Any]:
+    return await service.get_memory(db, who, args.id)
+
+
+async def _history(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> dict[str, Any]:
+    return await service.memory_history(db, who, args.id)
+
+
+async def _confirm(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> dict[str, Any]:
+    return await service.confirm(db, who, args.id)
+
+
+async def _forget(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> dict[str, Any]:
+    await service.forget(db, state.embedder, who, args.id)
+    return {"id": args.id, "forgotten": True}
+
+
+OPERATIONS = (
+    Operation(
+        "memory_store_fact",
+        "writer",
+        FactIn,
+        MemoryOut,
+        _store,
+        Rest(
+            "POST",
+            "/facts",
+            "Store a fact",
+            'Store a fact; `supersedes` (an id) or `supersede: "subject_predicate"` replace older facts, in '
+            "the same transaction.",
+            status_code=201,
+            responses={**_DUPLICATE, **_ERRORS},
+            status_of=_written,
+            response_model=MemoryWriteOut,
+        ),
+        Mcp(
+            "Remember a fact; a repeat answers the stored one.",
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_FACT_HINTS,
+        ),
+    ),
+    Operation(
+        "memory_store_rule",
+        "writer",
+        RuleIn,
+        MemoryOut,
+        _store,
+        Rest(
+            "POST",
+            "/rules",
+            "Store a rule",
+            "Store a rule or learned preference (confidence defaults to 0.5).",
+            status_code=201,
+            responses={**_DUPLICATE, **_ERRORS},
+            status_of=_written,
+            response_model=MemoryWriteOut,
+        ),
+        Mcp(
+            "Remember a rule or preference to follow.",
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_WRITE_HINTS,
+        ),
+    ),
+    Operation(
+        "memory_store_episode",
+        "writer",
+        EpisodeIn,
+        MemoryOut,
+        _store,
+        Rest(
+            "POST",
+            "/episodes",
+            "Store an episode",
+            "Store an episode of a butler (expires after 7 days unless expires_at says otherwise).",
+            status_code=201,
+            responses={**_DUPLICATE, **_ERRORS},
+            status_of=_written,
+            response_model=MemoryWriteOut,
+        ),
+        Mcp(
+            "Remember something that happened to an agent (`butler`); it expires after 7 days unless "
+            "`expires_at` says otherwise.",
+            "memory",
+            "add",
+            gated=_WRITE_GATES,
+            hints=_WRITE_HINTS,
+        ),
+    ),
+    Operation(
+        "memory_store_batch",
+        "writer",
+        BatchIn,
+        BatchOut,
+        _store_batch,
+        Rest(
+            "POST",
+            "/memories:batch",
+            "Store up to 1,000 memories at once",
+            "All or nothing; answers each item in request order (duplicates with `duplicate_of`); embeds in "
+            "batches.",
+            status_code=201,
+            responses={
+                200: {
+                    "description": "Every item was a duplicate (each has `duplicate_of`); nothing new stored.",
+                    "model": BatchOut,
+                },
+                **_ERRORS,
+            },
+            status_of=_batch_written,
+        ),
+        Mcp("Store 1–1,000 facts, rules and episodes, all or nothing.", "import", "add"),
+    ),
+    Operation(
+        "memory_list",
+        "reader",
+        MemoryListIn,
+        MemoryPage,
+        _list,
+        Rest(
+            "GET",
+            "/memories",
+            "List memories of one kind",
+            "Browse stored memories, newest first; unlike memory_get this does not count as a retrieval.",
+            params=_listing,
+            responses={
+                401: {"description": "Missing, unknown or revoked API key."},
+                422: {
+                    "description": "Unknown type, invalid scope or limit, or a cursor this endpoint did not give."
+                },
+            },
+        ),
+        Mcp("Memories of one kind (and scope), newest first, a page at a time.", "curation", "read"),
+    ),
+    Operation(
+        "memory_get",
+        "reader",
+        MemoryIdIn,
+        MemoryOut,
+        _get,
+        Rest(
+            "GET",
+            "/memories/{memory_id}",
+            "Get one memory",
+            "One memory by id; counts as a retrieval (reference_count + 1).",
+            params=_by_id,
+            responses=_BY_ID,
+        ),
+        Mcp("One memory by id.", "memory", "read"),
+    ),
+    Operation(
+        "memory_history",
+        "reader",
+        MemoryIdIn,
+        MemoryHistory,
+        _history,
+        Rest(
+            "GET",
+            "/memories/{memory_id}/history",
+            "How a fact changed",
+            "The supersession chain of a memory, newest first (only the memory itself when nothing replaced "
+            "it).",
+            params=_by_id,
+            responses=_BY_ID,
+        ),
+        Mcp("How a fact changed: what it replaced or was replaced by, newest first.", "curation", "read"),
+    ),
+    Operation(
+        "memory_confirm",
+        "writer",
+        MemoryIdIn,
+        MemoryOut,
+        _confirm,
+        Rest(
+            "POST",
+            "/memories/{memory_id}/confirm",
+            "Confirm a fact or rule",
+            "Reset last_confirmed_at to now, restoring full confidence.",
+            params=_by_id,
+            responses=_WRITE_BY_ID,
+        ),
+        Mcp("Confirm a fact or rule is still true: its confidence is whole again.", "curation", "update"),
+    ),
+    Operation(
+        "memory_forget",
+        "writer",
+        MemoryIdIn,
+        MemoryForgotten,
+        _forget,
+        Rest(
+            "DELETE",
+            "/memories/{memory_id}",
+            "Forget a memory",
+            "Delete a memory for good.",
+            status_code=204,
+            params=_by_id,
+            responses=_WRITE_BY_ID,
+        ),
+        Mcp("Delete a memory for good.", "memory", "delete"),
+    ),
 )
-async def get_memory(memory_id: MemoryId, db: DbDep, principal: Reader) -> dict[str, Any]:
-    """One memory by id; counts as a retrieval (reference_count + 1)."""
-    return await service.get_memory(db, principal, memory_id)
 
-
-@router.get(
-    "/memories/{memory_id}/history",
-    response_model=MemoryHistory,
-    operation_id="memory_history",
-    summary="How a fact changed",
-    responses=_BY_ID,
-)
-async def memory_history(memory_id: MemoryId, db: DbDep, principal: Reader) -> dict[str, Any]:
-    """The supersession chain of a memory, newest first (only the memory itself when nothing replaced it)."""
-    return await service.memory_history(db, principal, memory_id)
-
-
-@router.post(
-    "/memories/{memory_id}/confirm",
-    response_model=MemoryOut,
-    operation_id="memory_confirm",
-    summary="Confirm a fact or rule",
-    responses=_WRITE_BY_ID,
-)
-async def confirm_memory(memory_id: MemoryId, db: DbDep, principal: Writer) -> dict[str, Any]:
-    """Reset last_confirmed_at to now, restoring full confidence."""
-    return await service.confirm(db, principal, memory_id)
-
-
-@router.delete(
-    "/memories/{memory_id}",
-    status_code=204,
-    operation_id="memory_forget",
-    summary="Forget a memory",
-    responses=_WRITE_BY_ID,
-)
-async def forget_memory(memory_id: MemoryId, state: StateDep, db: DbDep, principal: Writer) -> Response:
-    """Delete a memory for good."""
-    await service.forget(db, state.embedder, principal, memory_id)
-    return Response(status_code=204)
+router = routes(OPERATIONS, prefix="/v1", tags=["memories"])

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import Path, Request
 from pydantic import ValidationError
 
-from app.api.deps import Admin, DbDep, Reader
+from app.api.operation import Mcp, Operation, Rest, routes
 from app.api.schemas.common import ScopeName
+from app.api.schemas.parameters import ScopeIn, ScopeSettingsIn
+from app.auth import Principal
+from app.db import Database
 from app.errors import ApiError, model_error_details
 from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
-
-router = APIRouter(prefix="/v1", tags=["scopes"])
+from app.state import ServiceState
 
 # In Annotated, so FastAPI keeps ScopeName's length and pattern: as `= Path(...)` it dropped
 # them and a 65-character scope was accepted here while every write refused it.
@@ -22,36 +24,27 @@ ScopePath = Annotated[
 ]
 
 _TOML_TYPES = ("application/toml", "text/plain", "text/x-toml")
-
-
-@router.put(
-    "/scopes/{scope}/settings",
-    response_model=ScopeSettings,
-    response_model_exclude_none=True,
-    operation_id="scope_settings_put",
-    summary="Set a scope's retrieval settings",
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/ScopeSettings"}},
-                "application/toml": {
-                    "schema": {"type": "string"},
-                    "example": '[butler]\nname = "health"\n\n[butler.memory.retrieval]\n'
-                    "score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }\n",
-                },
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ScopeSettings"}},
+            "application/toml": {
+                "schema": {"type": "string"},
+                "example": '[butler]\nname = "health"\n\n[butler.memory.retrieval]\n'
+                "score_weights = { relevance = 0.6, importance = 0.1, recency = 0.2, confidence = 0.1 }\n",
             },
-        }
-    },
-    responses={403: {"description": "Needs the admin role."}, 422: {"description": "Invalid settings."}},
-)
-async def put_settings(
-    request: Request,
-    db: DbDep,
-    principal: Admin,
-    scope: ScopePath,
-) -> ScopeSettings:
-    """Replace the settings of one scope: JSON, or a butler.toml text with Content-Type application/toml."""
+        },
+    }
+}
+
+
+async def _scope(scope: ScopePath) -> ScopeIn:
+    return ScopeIn.model_construct(scope=scope)
+
+
+async def _settings(request: Request, scope: ScopePath) -> ScopeSettingsIn:
+    # The body is JSON or butler.toml text, so it is read here rather than declared as a model.
     raw = await request.body()
     if not raw.strip():
         # PUT replaces: an empty body used to store empty settings, wiping the scope's.
@@ -72,20 +65,60 @@ async def put_settings(
             raise ApiError(
                 422, "validation_error", "invalid scope settings", model_error_details(exc)
             ) from exc
-    return await store_scope_settings(db, tenant_id=principal.tenant_id, scope=scope, settings=settings)
+    return ScopeSettingsIn.model_construct(scope=scope, settings=settings)
 
 
-@router.get(
-    "/scopes/{scope}/settings",
-    response_model=ScopeSettings,
-    response_model_exclude_none=True,
-    operation_id="scope_settings_get",
-    summary="Get a scope's retrieval settings",
+async def _put(state: ServiceState, db: Database, who: Principal, args: ScopeSettingsIn) -> Any:
+    return await store_scope_settings(db, tenant_id=who.tenant_id, scope=args.scope, settings=args.settings)
+
+
+async def _get(state: ServiceState, db: Database, who: Principal, args: ScopeIn) -> Any:
+    return await read_scope_settings(db, tenant_id=who.tenant_id, scope=args.scope)
+
+
+OPERATIONS = (
+    Operation(
+        "scope_settings_put",
+        "admin",
+        ScopeSettingsIn,
+        ScopeSettings,
+        _put,
+        Rest(
+            "PUT",
+            "/scopes/{scope}/settings",
+            "Set a scope's retrieval settings",
+            "Replace the settings of one scope: JSON, or a butler.toml text with Content-Type "
+            "application/toml.",
+            params=_settings,
+            responses={
+                403: {"description": "Needs the admin role."},
+                422: {"description": "Invalid settings."},
+            },
+            route_options={"openapi_extra": _BODY},
+        ),
+        Mcp(
+            "Replace a scope's retrieval settings (recall weights, fusion, half-lives, reranking).",
+            "scopes",
+            "replace",
+        ),
+        exclude_none=True,
+    ),
+    Operation(
+        "scope_settings_get",
+        "reader",
+        ScopeIn,
+        ScopeSettings,
+        _get,
+        Rest(
+            "GET",
+            "/scopes/{scope}/settings",
+            "Get a scope's retrieval settings",
+            "The stored settings of one scope (empty object when none).",
+            params=_scope,
+        ),
+        Mcp("A scope's retrieval settings.", "scopes", "read"),
+        exclude_none=True,
+    ),
 )
-async def get_settings(
-    db: DbDep,
-    principal: Reader,
-    scope: ScopePath,
-) -> Any:
-    """The stored settings of one scope (empty object when none)."""
-    return await read_scope_settings(db, tenant_id=principal.tenant_id, scope=scope)
+
+router = routes(OPERATIONS, prefix="/v1", tags=["scopes"])

@@ -1,4 +1,5 @@
-"""Arguments and results of the MCP tools whose REST operation has none in a body."""
+"""Inputs of the operations that REST takes from the path or the query string, and the results of
+those REST answers with 204 (an MCP tool takes and answers JSON objects)."""
 
 from __future__ import annotations
 
