@@ -173,7 +173,7 @@ async def _confirm(state: ServiceState, db: Database, who: Principal, args: Memo
 
 
 async def _forget(state: ServiceState, db: Database, who: Principal, args: MemoryIdIn) -> dict[str, Any]:
-    await service.forget(db, state.embedder, who, args.id)
+    await service.forget(db, who, args.id)
     return {"id": args.id, "forgotten": True}
 
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import asyncpg
 
-from app.embeddings.base import Vector
-
 
 @dataclass(frozen=True, slots=True)
 class NeighbourTurn:
@@ -155,25 +153,11 @@ async def turns_after(
 
 
 async def update_representations(
-    conn: asyncpg.Connection,
-    *,
-    tenant_id: str,
-    rows: Sequence[tuple[uuid.UUID, str, Vector | None, Vector | None]],
+    conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[tuple[uuid.UUID, str]]
 ) -> None:
-    """Replace the indexed text (and embedding, when given) of episodes whose neighbours changed.
-
-    The last of each row is a running model switch's vector of the new text (None: no switch
-    runs, or the switch's worker embeds it later).
-    """
-    if any(next_vector is not None for *_, next_vector in rows):
+    """Replace the keyword text of episodes whose previous turn changed."""
+    if rows:
         await conn.executemany(
-            "UPDATE memory SET search_text = $3, embedding = coalesce($4, embedding), embedding_next = $5 "
-            "WHERE tenant_id = $1 AND id = $2",
-            [(uuid.UUID(tenant_id), *row) for row in rows],
-        )
-    elif rows:
-        await conn.executemany(
-            "UPDATE memory SET search_text = $3, embedding = coalesce($4, embedding) "
-            "WHERE tenant_id = $1 AND id = $2",
-            [(uuid.UUID(tenant_id), memory_id, text, vector) for memory_id, text, vector, _ in rows],
+            "UPDATE memory SET search_text = $3 WHERE tenant_id = $1 AND id = $2",
+            [(uuid.UUID(tenant_id), memory_id, text) for memory_id, text in rows],
         )

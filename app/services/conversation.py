@@ -1,4 +1,4 @@
-"""Conversations: episode hits' neighbouring turns, and episodes indexed with the turn before them."""
+"""Conversations: episode hits' neighbouring turns, and episodes keyword-indexed with the turn before them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 import asyncpg
 
 from app.db import Database
-from app.embeddings.base import Embedder, Vector
 from app.repositories.conversation import (
     TurnKey,
     neighbour_turns,
@@ -75,14 +74,9 @@ async def representations(db: Database, *, tenant_id: str, rows: Sequence[NewMem
 
 
 async def reindex_followers(
-    db: Database,
-    embedder: Embedder | None,
-    *,
-    tenant_id: str,
-    keys: Sequence[TurnKey],
-    written: Collection[uuid.UUID] = (),
+    db: Database, *, tenant_id: str, keys: Sequence[TurnKey], written: Collection[uuid.UUID] = ()
 ) -> int:
-    """Re-index the stored turns that now follow a written or deleted turn; returns how many."""
+    """Re-index the keyword text of the stored turns that now follow a written or deleted turn; returns how many."""
     if not keys or PREVIOUS_TURNS == 0:
         return 0
     async with db.transaction([tenant_id], readonly=True) as conn:
@@ -96,23 +90,18 @@ async def reindex_followers(
         )
     if not followers:
         return 0
-    texts = [
-        episode_representation([text for _, text in reversed(before[key.id])], content)
-        for key, content, _ in followers
-    ]
-    vectors: Sequence[Vector | None] = (
-        await embedder.embed_documents(texts) if embedder is not None else [None] * len(texts)
-    )
-    nexts = await embedder.switch_vectors(texts) if embedder is not None else [None] * len(texts)
     async with db.transaction([tenant_id]) as conn:
         await update_representations(
             conn,
             tenant_id=tenant_id,
             rows=[
-                (key.id, search_text_for(text, tags), vector, next_vector)
-                for (key, _, tags), text, vector, next_vector in zip(
-                    followers, texts, vectors, nexts, strict=True
+                (
+                    key.id,
+                    search_text_for(
+                        episode_representation([text for _, text in reversed(before[key.id])], content), tags
+                    ),
                 )
+                for key, content, tags in followers
             ],
         )
     return len(followers)

@@ -346,9 +346,7 @@ class SwitchWorker:
             # so the gate is not closed again at once.
             return await self._cut_over(conn, run)
         tenant = str(rows[0].tenant_id)
-        async with conn.transaction():
-            await conn.execute("SELECT set_config('recalld.tenant_ids', $1, true)", tenant)
-            texts = await embedding_texts(conn, tenant_id=tenant, sources=rows)
+        texts = embedding_texts(rows)
         await self._pace(run, len(texts))
         try:
             vectors = await run.target.embed_documents(texts)

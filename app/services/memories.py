@@ -316,12 +316,13 @@ async def write_memories(
         if r is not None and (slot := _slot(r, i, settings))
     ]
     first_in_slot = _chain_within_request(slotted, truth)
-    # Episodes of a session are indexed with the turn before them (app.retrieval.conversation).
+    # Episodes of a session are keyword-indexed with the turn before them, embedded alone
+    # (app.retrieval.conversation).
     indexed = await conversation.representations(db, tenant_id=tenant_id, rows=rows)
     for row in rows:
         if row.id in indexed:
             row.search_text = search_text_for(indexed[row.id], row.tags)
-    texts = [indexed.get(r.id, r.content) for r in rows]
+    texts = [r.content for r in rows]
     batches = embedder.start_documents(texts) if embedder and rows else []
     lock_keys = [_lock_key(tenant_id, "same", i) for r in rows if (i := _row_identity(r)) is not None]
     lock_keys += [_lock_key(tenant_id, "slot", s.subject, s.predicate, s.scope) for s in first_in_slot]
@@ -472,9 +473,7 @@ async def write_memories(
         _ensure_same_writes(items, existing)
     # A turn written into the middle of a session changes what the turn after it is indexed with.
     turns = conversation.turn_keys([r for r in rows if r.id not in truth.duplicate_of])
-    await conversation.reindex_followers(
-        db, embedder, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
-    )
+    await conversation.reindex_followers(db, tenant_id=tenant_id, keys=turns, written={t.id for t in turns})
     out: list[dict[str, Any]] = []
     for n, (item, planned) in enumerate(zip(items, plan, strict=True)):
         if n in same_as:
@@ -585,11 +584,11 @@ async def confirm(db: Database, principal: Principal, memory_id: uuid.UUID) -> d
     return memory_to_dict(await db.run([principal.tenant_id], work))
 
 
-async def forget(db: Database, embedder: Embedder | None, principal: Principal, memory_id: uuid.UUID) -> None:
+async def forget(db: Database, principal: Principal, memory_id: uuid.UUID) -> None:
     """Delete a memory for good.
 
     A deleted file chunk comes back with the file's next upload; the turn after a forgotten
-    episode is re-indexed without it.
+    episode is keyword-indexed without it.
     """
     tenant_id = principal.tenant_id
 
@@ -612,4 +611,4 @@ async def forget(db: Database, embedder: Embedder | None, principal: Principal, 
     deleted = await db.run([tenant_id], work)
     if deleted.kind == "episode" and deleted.session_id is not None and deleted.butler is not None:
         key = TurnKey(deleted.butler, deleted.session_id, deleted.created_at, memory_id)
-        await conversation.reindex_followers(db, embedder, tenant_id=tenant_id, keys=[key])
+        await conversation.reindex_followers(db, tenant_id=tenant_id, keys=[key])

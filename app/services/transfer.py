@@ -256,13 +256,13 @@ async def _import(
 async def _embed(
     conn: asyncpg.Connection, embedder: Embedder, *, tenant_id: str, ids: list[uuid.UUID]
 ) -> int:
-    """Embed imported memories as their write would have: code with its header, episodes with their previous turn."""
+    """Embed imported memories as their write would have: code with its header, the rest as they are."""
     done = 0
     for start in range(0, len(ids), EMBED_BATCH):
         sources = await repo.embedding_sources(
             conn, tenant_id=tenant_id, ids=ids[start : start + EMBED_BATCH]
         )
-        texts = await embedding_texts(conn, tenant_id=tenant_id, sources=sources)
+        texts = embedding_texts(sources)
         vectors = await embedder.embed_documents(texts)
         await repo.set_embeddings(
             conn, tenant_id=tenant_id, vectors=[(s.id, v) for s, v in zip(sources, vectors, strict=True)]
