@@ -26,6 +26,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,21 @@ class Question:
         return [1.0 if self.relevance.get(i, 0) > 0 else 0.0 for i in self.ids[:SHOWN]]
 
 
+def _bm25_tier(record: dict[str, Any], keyword: Sequence[tuple[str, float]]) -> bool:
+    """Whether the keyword leg came from BM25 (not the substring tier that answers when BM25 matched nothing).
+
+    A dump made before `keyword_match` was recorded tells by the scores: the substring tier's are
+    halved shares of the query's patterns matched (fractions with a small denominator), which BM25
+    scores mapped into [0, 1) never all are.
+    """
+    if "keyword_match" in record:
+        return bool(record["keyword_match"] == "bm25")
+    return any(
+        2 * score > 1 or abs(float(Fraction(2 * score).limit_denominator(64)) - 2 * score) > 1e-12
+        for _, score in keyword
+    )
+
+
 def question(record: dict[str, Any]) -> Question:
     """A dumped record fused and described as the service does it."""
     q = Question(
@@ -92,16 +108,22 @@ def question(record: dict[str, Any]) -> Question:
     if not found["semantic"]:
         return q  # not calibrated: the service calibrates only where the semantic leg ran
     # The legs as services.ranking.rank_candidates hands them to fusion: whatever else fusion reads
-    # from a leg there (a keyword ceiling, …) must be set here too, or the refit fits another fusion.
+    # from a leg there must be set here too, or the refit fits another fusion. There a BM25 leg
+    # carries its query terms' ceiling (the adaptive shares scale the keyword leg by its share of
+    # it); the substring tier carries none, and the calibration sees no BM25 evidence.
     legs = {
         leg: Leg([Hit(i, s, _EPOCH, None) for i, s in pairs], [s for _, s in pairs])  # type: ignore[arg-type]
         for leg, pairs in found.items()
     }
+    bm25_tier = _bm25_tier(record, found["keyword"])
+    idfs = [float(x) for x in record.get("idf") or []] if bm25_tier else []
+    if idfs:
+        legs["keyword"].ceiling = calibration.keyword_ceiling(idfs)
     fused, _ = fuse_adaptive(legs, {"keyword": 1.0, "semantic": 1.0}, depth=DEPTH)
     evidence = calibration.QueryEvidence.of(
         cosines=legs["semantic"].scores,
-        bm25=[unmap_keyword_score(s) for s in legs["keyword"].scores],
-        ceiling=calibration.keyword_ceiling([float(x) for x in record.get("idf") or []]),
+        bm25=[unmap_keyword_score(s) for s in legs["keyword"].scores] if idfs else [],
+        ceiling=calibration.keyword_ceiling(idfs),
         semantic_ids=[i for i, _ in found["semantic"]],
         keyword_ids=[i for i, _ in found["keyword"]],
         depth=DEPTH,

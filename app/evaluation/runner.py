@@ -328,8 +328,9 @@ async def dump_legs(
 ) -> None:
     """Append each probe's keyword and semantic top-DUMP_DEPTH (ids, raw leg scores) as JSON lines.
 
-    The raw scores are the ones the service fuses (keyword: BM25 mapped to [0, 1); semantic:
-    cosine), so fusions and calibrations can be fitted offline without asking the service again.
+    The raw scores are the ones the service fuses (keyword: BM25 mapped to [0, 1), or the substring
+    tier's halved shares when BM25 matched nothing, `keyword_match` says which; semantic: cosine), so
+    fusions and calibrations can be fitted offline without asking the service again.
     """
     bar = progress_bar(len(probes), f"dump {path.stem}")
     with path.open("a") as handle:
@@ -345,6 +346,9 @@ async def dump_legs(
             for leg in ("keyword", "semantic"):
                 found, _, _ = await _search(client, query, Run(leg), DUMP_DEPTH)
                 record[leg] = [[_eval_id(r), r["score_breakdown"]["raw_scores"][leg]] for r in found]
+                if leg == "keyword":
+                    # BM25 or the substring tier: the service reads the query terms' ceiling only for BM25.
+                    record["keyword_match"] = found[0]["match_type"] if found else None
             if idf is not None:
                 record["idf"] = await idf(probe.text)
             handle.write(json.dumps(record) + "\n")

@@ -31,7 +31,7 @@ CALIBRATED_FUSION = "adaptive"
 BM25_K1 = 1.2
 AGREEMENT_DEPTH = 10
 # Intercept, then the coefficients of the adaptive score, best cosine, keyword share and agreement.
-COEFFICIENTS = (-6.383, 1.973, 2.644, 2.476, 0.904)
+COEFFICIENTS = (-6.379, 1.709, 2.792, 2.555, 0.976)
 
 
 def keyword_ceiling(idfs: Sequence[float]) -> float:

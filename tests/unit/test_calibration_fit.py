@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluation.calibration_fit import family, fit, load, report
+from app.evaluation.calibration_fit import family, fit, load, question, report
 from app.retrieval.fusion import map_keyword_score
 
 pytestmark = pytest.mark.unit
@@ -58,3 +58,37 @@ def test_the_fit_separates_answerable_from_unanswerable_and_holds_each_family_ou
     held_out = [line for line in text.splitlines() if line.startswith(("| alpha |", "| beta |", "| gamma |"))]
     assert len(held_out) == 3
     assert "AUROC of the top score, fitted on everything: alpha 1.000" in text
+
+
+def _legs_disagreeing(**extra: object) -> dict[str, object]:
+    # The semantic leg ranks a, b, c; the keyword leg the other way round, its best BM25 score (1.0)
+    # a twentieth of what the query's terms could score ((k1 + 1) · (5 + 5) = 22).
+    return {
+        "set": "alpha",
+        "source": "alpha",
+        "text": "q",
+        "scope": None,
+        "relevance": {"a": 1},
+        "keyword": [[i, map_keyword_score(s)] for i, s in (("c", 1.0), ("b", 0.3), ("a", 0.1))],
+        "semantic": [["a", 0.8], ["b", 0.7], ["c", 0.6]],
+        "idf": [5.0, 5.0],
+        **extra,
+    }
+
+
+def test_the_fit_hands_fusion_a_bm25_legs_ceiling_as_the_service_does() -> None:
+    # Its best match reaches under 5% of the ceiling: the keyword leg weighs nothing, the order is the
+    # semantic leg's, and the keyword share is what the service computes.
+    q = question(_legs_disagreeing(keyword_match="bm25"))
+    assert q.ids == ["a", "b", "c"]
+    assert q.features[0][2] == pytest.approx(1.0 / 22.0)
+
+
+def test_the_substring_tier_carries_no_ceiling_and_no_bm25_evidence() -> None:
+    # The substring tier answers when BM25 matched nothing: fusion weighs it in full, the
+    # calibration sees no keyword share, whether the dump says so or its halved shares show it.
+    recorded = question(_legs_disagreeing(keyword_match="fulltext"))
+    halved_shares = _legs_disagreeing(keyword=[["c", 0.5], ["b", 0.25], ["a", 1 / 6]])
+    for q in (recorded, question(halved_shares)):
+        assert q.ids[0] == "c"
+        assert q.features[0][2] == 0.0
