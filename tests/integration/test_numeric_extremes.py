@@ -80,10 +80,13 @@ async def test_numbers_at_the_edges_of_their_ranges_are_stored_and_every_read_wo
         {"confidence": 0, "decay_rate": 0, "importance": 0},
         {"confidence": 1e-5, "decay_rate": 1e-6, "importance": 10},
     ]
-    for numbers in bodies:
+    for position, numbers in enumerate(bodies):
         for endpoint in ("/v1/facts", "/v1/rules"):
+            # Distinct words per row: the same content twice is one memory, and one answer never
+            # shows the same content twice, whatever the kind (R-M7).
+            content = f"quokka extremes probe {endpoint.removeprefix('/v1/')} {position}"
             stored = await client.post(
-                endpoint, json={"content": "quokka extremes probe", **numbers}, headers=tenant.headers()
+                endpoint, json={"content": content, **numbers}, headers=tenant.headers()
             )
             assert stored.status_code == 201, stored.text
     await _reads_answer(client, tenant, operator)

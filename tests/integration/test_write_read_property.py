@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import schemathesis
@@ -87,7 +88,12 @@ def _words(body: Any) -> str:
 
 
 def _scopes(body: Any, path_parameters: dict[str, Any]) -> list[str | None]:
-    scope = path_parameters.get("scope") or (body.get("scope") if isinstance(body, dict) else None)
+    # A path parameter arrives percent-encoded ("B%3ANUu"); the scope the server stored is decoded.
+    scope = path_parameters.get("scope")
+    if isinstance(scope, str):
+        scope = unquote(scope)
+    else:
+        scope = body.get("scope") if isinstance(body, dict) else None
     return [None, scope] if isinstance(scope, str) else [None]
 
 
