@@ -89,6 +89,11 @@ async def _wait(predicate: Any, seconds: float = 60.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 24, open: in 1 of 2 full runs on an idle machine the switch did not complete within "
+    "300 s under a continuous writer (suspected: the cut-over gate keeps giving way to writes)",
+)
 async def test_a_switch_from_the_local_model_to_768_under_writes_and_searches(
     fresh_dir: Path, service: ServiceState, settings: Settings
 ) -> None:
