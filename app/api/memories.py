@@ -25,6 +25,7 @@ from app.api.schemas.parameters import MemoryForgotten, MemoryIdIn, MemoryListIn
 from app.auth import Principal
 from app.db import Database
 from app.services import memories as service
+from app.services.memory_writes import write_memories
 from app.state import ServiceState
 
 MemoryId = Annotated[
@@ -146,12 +147,12 @@ async def _listing(
 async def _store(
     state: ServiceState, db: Database, who: Principal, args: FactIn | RuleIn | EpisodeIn
 ) -> dict[str, Any]:
-    return (await service.write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota))[0]
+    return (await write_memories(db, state.embedder, who, [args.to_draft()], quota=state.quota))[0]
 
 
 async def _store_batch(state: ServiceState, db: Database, who: Principal, args: BatchIn) -> dict[str, Any]:
     drafts = [item.to_draft() for item in args.items]
-    return {"items": await service.write_memories(db, state.embedder, who, drafts, quota=state.quota)}
+    return {"items": await write_memories(db, state.embedder, who, drafts, quota=state.quota)}
 
 
 async def _list(state: ServiceState, db: Database, who: Principal, args: MemoryListIn) -> dict[str, Any]:

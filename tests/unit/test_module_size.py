@@ -1,0 +1,39 @@
+"""No module of the server package grows past 400 lines: one that does is doing more than one job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 400
+# Over the limit for now, each with the reason; a waiver goes as soon as its module fits.
+WAIVED = {
+    "app/services/embedding_switch.py": "issue 24 rewrites the model switch; it is split there",
+    "app/evaluation/runner.py": "issue 27 moves the evaluation clients out of app/ and splits it then",
+}
+
+
+def _line_count(path: Path) -> int:
+    # As `wc -l` counts them.
+    return path.read_bytes().count(b"\n")
+
+
+def _sizes() -> dict[str, int]:
+    return {
+        path.relative_to(ROOT).as_posix(): _line_count(path) for path in sorted((ROOT / "app").rglob("*.py"))
+    }
+
+
+def test_no_module_over_the_limit() -> None:
+    over = {name: lines for name, lines in _sizes().items() if lines > MAX_LINES and name not in WAIVED}
+    assert not over, f"split these modules along their responsibilities (at most {MAX_LINES} lines): {over}"
+
+
+def test_every_waiver_is_still_needed() -> None:
+    sizes = _sizes()
+    stale = [name for name in WAIVED if sizes.get(name, 0) <= MAX_LINES]
+    assert not stale, f"these modules fit now; drop their waiver: {stale}"
