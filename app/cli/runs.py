@@ -93,6 +93,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         evaluate,
         ingest,
         keyword_agreement,
+        negative_sources,
         positive_probes,
         summary_markdown,
     )
@@ -132,12 +133,10 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                 client, positive_probes(eval_set), f"{eval_set.name} positives"
             )
         for i, (eval_set, client, idf) in enumerate(targets):
-            # Every other set's questions, each once (one set stored two ways asks the same), nearest
-            # set before it first: negatives of every kind in every tenant, not one pairing.
-            sources: list[EvalSet] = []
-            for other, _, _ in targets[i - 1 :: -1] + targets[:i:-1]:
-                if other.queries != eval_set.queries and all(other.queries != s.queries for s in sources):
-                    sources.append(other)
+            # Other families' questions, nearest set before it first: negatives of every kind in
+            # every tenant, not one pairing.
+            others = [other for other, _, _ in targets[i - 1 :: -1] + targets[:i:-1]]
+            sources = negative_sources(eval_set, others)
             probes = [p for source in sources for p in cross_set_probes(source, eval_set)]
             probes += cross_conversation_probes(eval_set)
             negatives += await abstention.ask_probes(client, probes, f"negatives in {eval_set.name}")

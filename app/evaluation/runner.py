@@ -53,6 +53,9 @@ class EvalSet:
     agents: tuple[str, ...] = ()
     # A set that asks other queries of another set's memories: that set's name (its tenant).
     stored_as: str | None = None
+    # The dataset it was read from: sets of one family (import styles, short versions) share their
+    # questions' answers, so none is a negative for another.
+    family: str = ""
 
     @property
     def metric(self) -> str:
@@ -175,7 +178,7 @@ def _beir_set(folder: Path) -> EvalSet:
         for doc_id in sorted(data.corpus)
     ]
     queries = [EvalQuery(q, text, data.qrels[q]) for q, text in sorted(data.queries.items())]
-    return EvalSet(folder.name, "beir", items, queries)
+    return EvalSet(folder.name, "beir", items, queries, family=folder.name)
 
 
 def _conversation_set(path: Path, turn_format: TurnFormat) -> EvalSet:
@@ -199,10 +202,9 @@ def _conversation_set(path: Path, turn_format: TurnFormat) -> EvalSet:
         )
         for q in data.questions
     ]
-    name = path.stem if path.is_file() else path.name
-    if turn_format != "episodes":
-        name += f"-{turn_format}"
-    return EvalSet(name, "conversations", items, queries, data.agents)
+    family = path.stem if path.is_file() else path.name
+    name = family if turn_format == "episodes" else f"{family}-{turn_format}"
+    return EvalSet(name, "conversations", items, queries, data.agents, family=family)
 
 
 # Entity-style queries keep at most this many content words of a query: a name and a topic or two.
@@ -384,6 +386,23 @@ def cross_set_probes(source: EvalSet, target: EvalSet) -> list[Probe]:
         Probe(target.name, f"{source.name} queries in {target.name}", q.text, scopes[i % len(scopes)])
         for i, q in enumerate(source.queries)
     ]
+
+
+def negative_sources(eval_set: EvalSet, others: Sequence[EvalSet]) -> list[EvalSet]:
+    """The sets whose questions are negatives in eval_set's tenant: other families', each text once.
+
+    A set of the same family (another import style, the short version) asks about the same
+    memories, so its questions have answers here; one family's sets with the same questions (its
+    import styles) are asked once. A set stored as another set's memories asks none: they would be
+    the same probes in the same tenant as that set's.
+    """
+    if eval_set.stored_as is not None:
+        return []
+    sources: list[EvalSet] = []
+    for other in others:
+        if other.family != eval_set.family and all(other.queries != s.queries for s in sources):
+            sources.append(other)
+    return sources
 
 
 def cross_conversation_probes(eval_set: EvalSet) -> list[Probe]:

@@ -15,6 +15,7 @@ from app.evaluation.runner import (
     cross_conversation_probes,
     cross_set_probes,
     load_set,
+    negative_sources,
     positive_probes,
     short_queries,
     short_query,
@@ -143,3 +144,28 @@ def test_short_queries_are_entity_style_questions_of_the_same_memories(tmp_path:
         ("pet Ana adopt", loaded.queries[0].relevance),
         ("Cat name photo", loaded.queries[1].relevance),
     ]
+
+
+def test_negatives_never_come_from_the_same_dataset(tmp_path: Path) -> None:
+    conv = tmp_path / "conv.json"
+    conv.write_text(json.dumps(CONVERSATION))
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    (beir / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": "Cats purr."}) + "\n")
+    (beir / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Do cats purr?"}) + "\n")
+    (beir / "qrels").mkdir()
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    episodes, transcript, web = load_set(conv), load_set(conv, "transcript"), load_set(beir)
+    sets = [episodes, short_queries(episodes), transcript, short_queries(transcript), web, short_queries(web)]
+    names = {s.name: s for s in sets}
+
+    def sources(name: str) -> list[str]:
+        return [s.name for s in negative_sources(names[name], [s for s in sets if s.name != name])]
+
+    # Its own short questions and its other import style ask about the same memories: not negatives.
+    assert sources("conv") == ["beir", "beir-short"]
+    assert sources("conv-transcript") == ["beir", "beir-short"]
+    # The web set hears the conversation's questions once per text, whichever style loaded them.
+    assert sources("beir") == ["conv", "conv-short"]
+    # A short set shares its tenant with the set it was cut from, which asks the negatives there.
+    assert sources("conv-short") == []
