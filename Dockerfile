@@ -18,7 +18,7 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu torch
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
 COPY migrations ./migrations
-# Editable on purpose: app/migrate.py finds alembic.ini and migrations/ next to the app package.
+# Editable on purpose: app/infra/migrate.py finds alembic.ini and migrations/ next to the app package.
 RUN pip install -e .
 
 RUN useradd --create-home --uid 10001 recalld \

@@ -12,9 +12,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.db import UNAVAILABLE_ERRORS
 from app.embeddings.base import EmbeddingUnavailable
 from app.errors import ApiError, error_body, invalid_input, is_json_media_type, unsupported_media_type
+from app.infra.db import UNAVAILABLE_ERRORS
 from app.redaction import describe_exception
 
 log = logging.getLogger("recalld.errors")

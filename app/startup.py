@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 
-from app.config import Settings
-from app.db import connect, normalise_dsn, resolve_dsn, resolve_serving_dsn
 from app.embeddings.base import EmbedderIdentity, EmbeddingUnavailable
 from app.embeddings.factory import EmbeddingConfigError, provider, serve_hint, switch_command
-from app.migrate import current_revision, head_revision, upgrade_to_head
+from app.infra.config import Settings
+from app.infra.db import connect, normalise_dsn, resolve_dsn, resolve_serving_dsn
+from app.infra.migrate import current_revision, head_revision, upgrade_to_head
 from app.repositories import embedding_storage as storage
 from app.repositories.embedding_switch import switch_record
 from app.repositories.vector_indexes import see_every_tenant

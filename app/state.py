@@ -7,13 +7,13 @@ from typing import Any
 
 import asyncpg
 
-from app.config import Quota, Settings
-from app.db import Database
 from app.embeddings.base import Embedder
+from app.infra.config import Quota, Settings
+from app.infra.db import Database
+from app.infra.supervisor import EmbeddedSupervisor
 from app.model_gate import ModelGate
 from app.rate_limit import RateLimiter
 from app.rerank.base import Reranker
-from app.supervisor import EmbeddedSupervisor
 
 
 @dataclass(slots=True)

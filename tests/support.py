@@ -16,7 +16,7 @@ import httpx
 from fastapi import FastAPI
 
 from app.cli.admin import build_server
-from app.config import Settings
+from app.infra.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 # A first start initialises PostgreSQL and exports the model: 280 s on a two-core machine shared by

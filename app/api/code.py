@@ -18,7 +18,7 @@ from app.api.schemas.code import (
 )
 from app.api.schemas.parameters import CodeFileDeleted, CodeFileRefIn, RepositoryIn
 from app.auth import Principal
-from app.db import Database
+from app.infra.db import Database
 from app.ingest.paths import MAX_PATH_CHARS
 from app.services import code as service
 from app.services import code_research as research_service

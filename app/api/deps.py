@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.auth import Principal, Role, parse_bearer
-from app.db import Database
 from app.errors import ApiError
+from app.infra.db import Database
 from app.rate_limit import retry_after_header
 from app.services.tenants import authenticate
 from app.state import ServiceState

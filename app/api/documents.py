@@ -10,7 +10,7 @@ from app.api.operation import Mcp, Operation, Rest, routes
 from app.api.schemas.documents import DocumentIn, DocumentList, DocumentOut, DocumentSlice, upload_body
 from app.api.schemas.parameters import DocumentDeleted, DocumentPathIn, DocumentSliceIn, NoArguments
 from app.auth import Principal
-from app.db import Database
+from app.infra.db import Database
 from app.ingest.paths import MAX_PATH_CHARS
 from app.services import documents as service
 from app.state import ServiceState

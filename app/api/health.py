@@ -9,9 +9,9 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.deps import StateDep
-from app.db import acquire
+from app.infra.db import acquire
+from app.infra.migrate import current_revision, head_revision
 from app.metrics import observe_pool
-from app.migrate import current_revision, head_revision
 from app.services.ranking import KEYWORD_RANKER
 
 router = APIRouter(tags=["health"])

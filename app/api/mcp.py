@@ -24,7 +24,6 @@ from app.api.deps import ensure_role, get_principal, get_state
 from app.api.mcp_tool import TOOLSETS, Tool, Toolset, toolsets_for
 from app.api.mcp_tools import TOOLS, listed_tools
 from app.auth import Principal
-from app.config import Settings
 from app.errors import (
     ApiError,
     error_body,
@@ -34,6 +33,7 @@ from app.errors import (
     unsupported_media_type,
 )
 from app.http_errors import request_media_type
+from app.infra.config import Settings
 from app.redaction import describe_exception
 from app.state import ServiceState
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 
 from app.api.mcp_schemas import input_schema, output_schema
 from app.auth import Principal, Role
-from app.db import Database
 from app.errors import ApiError
+from app.infra.db import Database
 from app.state import ServiceState
 
 Run = Callable[[ServiceState, Database, Principal, Any], Awaitable[Any]]

@@ -23,7 +23,7 @@ from app.api.schemas.memories import (
 )
 from app.api.schemas.parameters import MemoryForgotten, MemoryIdIn, MemoryListIn
 from app.auth import Principal
-from app.db import Database
+from app.infra.db import Database
 from app.services import memories as service
 from app.services.memory_writes import write_memories
 from app.state import ServiceState

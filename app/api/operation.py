@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from app.api.deps import DbDep, StateDep, require_role
 from app.api.mcp_tool import Effect, Gate, Run, Tool, Toolset
 from app.auth import Principal, Role
-from app.db import Database
+from app.infra.db import Database
 from app.services.timings import Timings
 from app.state import ServiceState
 

@@ -11,8 +11,8 @@ from app.api.operation import Mcp, Operation, Rest, routes
 from app.api.schemas.common import ScopeName
 from app.api.schemas.parameters import ScopeIn, ScopeSettingsIn
 from app.auth import Principal
-from app.db import Database
 from app.errors import ApiError, model_error_details
+from app.infra.db import Database
 from app.services.scopes import ScopeSettings, parse_butler_toml, read_scope_settings, store_scope_settings
 from app.state import ServiceState
 

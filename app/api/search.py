@@ -12,7 +12,7 @@ from app.api.operation import Mcp, Operation, Rest, Timed, routes
 from app.api.schemas.recall import RecallIn, RecallOut
 from app.api.schemas.retrieval import SearchIn, SearchOut
 from app.auth import Principal
-from app.db import Database
+from app.infra.db import Database
 from app.services import recall as recall_service
 from app.services import search as search_service
 from app.state import ServiceState

@@ -22,8 +22,8 @@ from app.cli.backup import cmd_backup, cmd_restore
 from app.cli.common import CliError, duration, timestamp
 from app.cli.runs import cmd_bench, cmd_eval, cmd_index
 from app.cli.transfer import cmd_export, cmd_import
-from app.config import get_settings
 from app.errors import ApiError
+from app.infra.config import get_settings
 from app.startup import StartupError
 
 

@@ -15,8 +15,9 @@ import asyncpg
 
 from app.auth import KEY_PREFIX
 from app.cli.common import CliError, expiry, prepare_database, when, with_connection
-from app.config import Settings
-from app.db import (
+from app.errors import ApiError
+from app.infra.config import Settings
+from app.infra.db import (
     SERVING_ROLE,
     Database,
     connect,
@@ -25,7 +26,6 @@ from app.db import (
     resolve_dsn,
     set_serving_password,
 )
-from app.errors import ApiError
 from app.services import tenants as tenant_service
 from app.startup import prepare_embedding_storage, settle_embedding_storage
 

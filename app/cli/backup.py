@@ -9,9 +9,9 @@ from pathlib import Path
 
 import asyncpg
 
-from app.backup import BackupError, backup, restore
 from app.cli.common import CliError, with_connection
-from app.config import Settings
+from app.infra.backup import BackupError, backup, restore
+from app.infra.config import Settings
 from app.repositories.transfer import schema_revision
 from app.services import tenants as tenant_service
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import asyncpg
 
-from app.config import Settings
-from app.db import connect, resolve_dsn
+from app.infra.config import Settings
+from app.infra.db import connect, resolve_dsn
 from app.startup import ensure_schema
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import asyncpg
 
 from app.cli.common import CliError, api_key, prepare_database, with_connection
-from app.config import Settings
-from app.db import connect
+from app.infra.config import Settings
+from app.infra.db import connect
 from app.services import tenants as tenant_service
 
 

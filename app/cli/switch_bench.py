@@ -25,9 +25,9 @@ import httpx
 import numpy as np
 
 from app.auth import mint_key
-from app.config import Settings
-from app.db import connect, resolve_dsn
 from app.evaluation.bench import generate_memories, generate_queries
+from app.infra.config import Settings
+from app.infra.db import connect, resolve_dsn
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.services import embedding_switch as switching

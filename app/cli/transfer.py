@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import IO
 
 from app.cli.common import CliError, prepare_database
-from app.config import Settings
-from app.db import Database, create_pool
 from app.errors import ApiError
+from app.infra.config import Settings
+from app.infra.db import Database, create_pool
 from app.services import tenants as tenant_service
 from app.services import transfer
 

@@ -3,7 +3,7 @@
 A provider says which model and dimension the settings name (without loading anything, so a
 start whose model does not match the stored vectors fails before it loads one) and builds the
 embedder. Adding a provider is a class here and an entry in PROVIDERS (and its name in
-app.config.EmbeddingProviderName).
+app.infra.config.EmbeddingProviderName).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from app.config import Settings
 from app.embeddings.base import Embedder, EmbedderIdentity, EncodeFn
 from app.embeddings.openai_compatible import EndpointConfig, OpenAICompatibleEncoder
+from app.infra.config import Settings
 
 log = logging.getLogger("recalld.embeddings")
 

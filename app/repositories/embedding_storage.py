@@ -39,7 +39,7 @@ async def recorded_model(conn: asyncpg.Connection) -> dict[str, Any] | None:
 
 
 async def record_model(conn: asyncpg.Connection, model: dict[str, Any]) -> None:
-    """Record the model the stored vectors belong to, unless one already is (a connection of app.db)."""
+    """Record the model the stored vectors belong to, unless one already is (a connection of app.infra.db)."""
     await conn.execute(
         "INSERT INTO system_config (key, value) VALUES ('embedding', $1::jsonb) ON CONFLICT (key) DO NOTHING",
         model,

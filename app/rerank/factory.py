@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.config import Settings
+from app.infra.config import Settings
 from app.rerank.base import Reranker
 from app.rerank.cross_encoder import CrossEncoderReranker
 from app.rerank.http import HttpReranker

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import asyncpg
 
 from app.auth import Principal
-from app.config import Quota
-from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import not_found
 from app.hashing import content_hash
+from app.infra.config import Quota
+from app.infra.db import Database
 from app.ingest.code_model import CodeChunk, split_identifier
 from app.ingest.code_parser import parse_code
 from app.ingest.paths import detect_language, path_terms, validate_relative_path

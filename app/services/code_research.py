@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import Database
 from app.errors import ApiError
+from app.infra.db import Database
 from app.ingest.code_model import STRUCTURAL_RELATIONS
 from app.repositories import code as code_repo
 from app.retrieval.code_questions import parse_research_query

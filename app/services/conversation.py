@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from app.db import Database
+from app.infra.db import Database
 from app.repositories.conversation import (
     TurnKey,
     neighbour_turns,

@@ -12,11 +12,11 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.config import Quota
-from app.db import Database
 from app.embeddings.base import Embedder, Vector
 from app.errors import ApiError, not_found
 from app.hashing import content_hash
+from app.infra.config import Quota
+from app.infra.db import Database
 from app.ingest.markdown import TextChunk, chunk_markdown
 from app.ingest.paths import DOCUMENT_SUFFIXES, is_document, path_terms, validate_relative_path
 from app.repositories import chunks as chunk_repo

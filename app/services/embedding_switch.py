@@ -25,10 +25,10 @@ from typing import Any
 
 import asyncpg
 
-from app.config import Settings
-from app.db import connect
 from app.embeddings.base import Embedder, EmbedderIdentity, EmbeddingUnavailable
 from app.embeddings.factory import EmbeddingConfigError, build_embedder, provider, serve_hint
+from app.infra.config import Settings
+from app.infra.db import connect
 from app.repositories import embedding_storage as storage
 from app.repositories import embedding_switch as repo
 from app.repositories.vector_indexes import see_every_tenant

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import Database
 from app.errors import ApiError, not_found
+from app.infra.db import Database
 from app.repositories import chunks as chunk_repo
 from app.repositories import code as code_repo
 from app.repositories import documents as doc_repo

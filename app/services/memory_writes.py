@@ -11,11 +11,11 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.config import Quota
-from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError
 from app.ids import time_ordered_uuid
+from app.infra.config import Quota
+from app.infra.db import Database
 from app.repositories import memories as repo
 from app.repositories import memory_truth as truth_repo
 from app.retrieval.duplicates import NEAR_SIMILARITY, content_key, is_near_duplicate, word_overlap

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from app.config import Quota
 from app.errors import ApiError
+from app.infra.config import Quota
 from app.repositories import memories as repo
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import Database
+from app.infra.db import Database
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.hits import Hit

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from app.config import Settings
 from app.embeddings.base import Vector
+from app.infra.config import Settings
 from app.repositories.candidates import CandidateText, candidate_texts
 from app.rerank.base import Reranker, rerank
 from app.retrieval.hits import Hit

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import asyncpg
 
 from app.auth import Principal
-from app.config import Settings
-from app.db import Database
 from app.embeddings.base import Vector
+from app.infra.config import Settings
+from app.infra.db import Database
 from app.retrieval.fusion import FUSIONS
 from app.retrieval.language import unreadable_script
 from app.retrieval.query import ParsedQuery, parse_query

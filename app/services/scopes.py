@@ -9,9 +9,9 @@ from typing import Annotated, Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.config import MAX_RERANK_TOP_N
-from app.db import Database
 from app.errors import ApiError, model_error_details
+from app.infra.config import MAX_RERANK_TOP_N
+from app.infra.db import Database
 from app.input_rules import InputRuleError, Integer, Number, check_toml_text
 from app.repositories.scopes import get_scope_settings, put_scope_settings
 from app.retrieval.fusion import FUSION_NAMES, K_BOUNDS, WEIGHT_BOUNDS

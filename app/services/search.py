@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.db import Database
 from app.errors import ApiError
+from app.infra.db import Database
 from app.repositories import memories as memory_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.fusion import Shares

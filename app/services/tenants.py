@@ -11,11 +11,11 @@ from pathlib import Path
 import asyncpg
 
 from app.auth import KEY_PATTERN, KEY_PREFIX, Principal, Role, hash_key, mint_key
-from app.db import Database
 from app.errors import ApiError
+from app.infra.db import Database
+from app.infra.secret_files import write_secret
 from app.repositories import tenants as repo
 from app.repositories.tenants import KeyInfo, Tenant, TenantSummary
-from app.secret_files import write_secret
 from app.services.vector_indexes import drop_tenant_index
 
 # Serialises concurrent first starts on one database, so only one creates the default tenant.

@@ -19,9 +19,9 @@ from typing import Any
 
 import asyncpg
 
-from app.db import Database
 from app.embeddings.base import Embedder
 from app.errors import ApiError
+from app.infra.db import Database
 from app.repositories import transfer as repo
 from app.repositories.embedding_storage import recorded_model
 from app.services.embedding_texts import embedding_texts

@@ -15,8 +15,8 @@ import pytest
 from fastapi import FastAPI
 
 from app.auth import Role, mint_key
-from app.config import Settings
-from app.db import connect, resolve_dsn, resolve_serving_dsn
+from app.infra.config import Settings
+from app.infra.db import connect, resolve_dsn, resolve_serving_dsn
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.state import ServiceState

@@ -12,10 +12,10 @@ import asyncpg
 import pytest
 
 from app.auth import hash_key
-from app.config import Settings
-from app.db import connect
-from app.embedded_pg import with_database
-from app.migrate import upgrade_to_head
+from app.infra.config import Settings
+from app.infra.db import connect
+from app.infra.embedded_pg import with_database
+from app.infra.migrate import upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.services.tenants import bootstrap
 from tests.support import TenantFactory

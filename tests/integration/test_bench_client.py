@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from fastapi import FastAPI
 
-from app.config import Settings
 from app.evaluation.bench import run_load
 from app.evaluation.load_worker import Client
+from app.infra.config import Settings
 from app.main import create_app
 from tests.support import TenantFactory, free_port, served
 

@@ -20,7 +20,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.cli.admin import build_server
-from app.config import Settings
+from app.infra.config import Settings
 from app.main import create_app
 from recalld_client import (
     APIConnectionError,

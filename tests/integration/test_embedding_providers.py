@@ -22,9 +22,9 @@ import psutil
 import pytest
 
 from app.auth import mint_key
-from app.config import Settings
-from app.db import connect, resolve_dsn
-from app.embedded_pg import with_database
+from app.infra.config import Settings
+from app.infra.db import connect, resolve_dsn
+from app.infra.embedded_pg import with_database
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.services.vector_indexes import sweep

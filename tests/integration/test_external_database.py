@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import Settings
-from app.embedded_pg import with_database
+from app.infra.config import Settings
+from app.infra.embedded_pg import with_database
 from app.main import create_app
 from app.startup import StartupError
 

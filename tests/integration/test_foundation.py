@@ -9,7 +9,7 @@ import httpx
 import psutil
 import pytest
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from tests.support import TenantFactory
 
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.config import Settings
+from app.infra.config import Settings
 from app.main import create_app
 from app.state import ServiceState
 from tests.support import TenantFactory, TenantKeys

@@ -8,7 +8,7 @@ import asyncpg
 import httpx
 import pytest
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from app.repositories.search import CandidateFilter
 from app.repositories.search import keyword as keyword_sql
 from app.retrieval.query import parse_query

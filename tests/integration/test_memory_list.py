@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import httpx
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from app.repositories import memories as memory_repo
 from tests.support import TenantFactory
 

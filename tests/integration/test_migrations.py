@@ -16,9 +16,9 @@ import asyncpg
 import numpy as np
 import pytest
 
-from app.config import Settings
-from app.db import connect
-from app.migrate import current_revision, downgrade_to, head_revision, upgrade_to_head
+from app.infra.config import Settings
+from app.infra.db import connect
+from app.infra.migrate import current_revision, downgrade_to, head_revision, upgrade_to_head
 from app.repositories import tenants as tenant_repo
 from app.repositories.search import CandidateFilter, search_by_bm25
 from app.retrieval.duplicates import content_key

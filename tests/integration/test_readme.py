@@ -62,7 +62,7 @@ def _readme_table() -> str:
 
 
 def test_the_api_table_is_the_services_operations() -> None:
-    from app.config import Settings
+    from app.infra.config import Settings
     from app.main import create_app
 
     # The OpenAPI document is built from the routes alone: no database, no lifespan needed.

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from app.config import Settings
+from app.infra.config import Settings
 from app.rate_limit import RateLimiter
 from app.state import ServiceState
 from tests.support import TenantFactory

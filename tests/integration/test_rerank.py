@@ -20,7 +20,7 @@ import httpx
 import pytest
 import uvicorn
 
-from app.config import Settings
+from app.infra.config import Settings
 from app.rerank.base import Reranker
 from app.rerank.cross_encoder import CrossEncoderReranker
 from app.rerank.factory import RerankConfigError, build_reranker

@@ -10,11 +10,11 @@ import asyncpg
 import httpx
 import pytest
 
-from app.config import Settings
-from app.db import connect, with_login
-from app.embedded_pg import with_database
+from app.infra.config import Settings
+from app.infra.db import connect, with_login
+from app.infra.embedded_pg import with_database
+from app.infra.migrate import upgrade_to_head
 from app.main import create_app
-from app.migrate import upgrade_to_head
 from app.startup import StartupError
 from app.state import ServiceState
 from tests.support import TenantFactory

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from httpx import AsyncClient
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from app.repositories import tenants as tenant_repo
 from app.repositories import vector_indexes as index_repo
 from app.repositories.search import CandidateFilter
@@ -39,7 +39,7 @@ RARE_TAG_EVERY = 10
 
 
 async def _as_the_service(conn: asyncpg.Connection) -> None:
-    """The session settings the service's pool sets on each connection (app.db.create_pool)."""
+    """The session settings the service's pool sets on each connection (app.infra.db.create_pool)."""
     await conn.execute("SET hnsw.iterative_scan = strict_order; SET hnsw.ef_search = 100")
 
 

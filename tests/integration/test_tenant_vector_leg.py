@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from httpx import AsyncClient
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from app.repositories import search as search_repo
 from app.repositories.search import CandidateFilter
 from app.retrieval.query import parse_query
@@ -37,7 +37,7 @@ LIMIT = 10
 @pytest.fixture(scope="module")
 async def crowded(dsn: str) -> dict[str, tuple[str, list[uuid.UUID], np.ndarray, list[bool]]]:
     """Tenants of mixed sizes in one table: name -> (tenant id, memory ids, vectors, tagged "rare")."""
-    from app.db import connect
+    from app.infra.db import connect
     from app.repositories import tenants as tenant_repo
 
     conn = await connect(dsn)
@@ -107,7 +107,7 @@ async def test_the_narrow_vectors_are_each_tenants_own(
 async def test_rows_tied_at_the_candidate_cut_keep_the_full_scans_order(
     dsn: str, serving_conn: asyncpg.Connection, make_tenant: TenantFactory
 ) -> None:
-    from app.db import connect
+    from app.infra.db import connect
 
     tenant = await make_tenant("vec-ties")
     rng = np.random.default_rng(3)

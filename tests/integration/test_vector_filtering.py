@@ -12,7 +12,7 @@ import asyncpg
 import numpy as np
 import pytest
 
-from app.db import tenant_transaction
+from app.infra.db import tenant_transaction
 from app.repositories import search as search_repo
 from app.repositories import tenants as tenant_repo
 from app.repositories import vector_indexes as vector_index_repo
@@ -28,7 +28,7 @@ LIMIT = 10
 @pytest.fixture(scope="module")
 async def crowded_table(dsn: str) -> tuple[str, np.ndarray]:
     """50 tenants sharing ROWS rows; returns the small tenant's id and a query vector."""
-    from app.db import connect
+    from app.infra.db import connect
 
     conn = await connect(dsn)
     try:

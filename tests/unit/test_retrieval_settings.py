@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from app.api.schemas.retrieval import SearchIn
-from app.config import RerankProviderName, Settings
+from app.infra.config import RerankProviderName, Settings
 from app.rerank.factory import RERANKERS, build_reranker
 from app.retrieval.fusion import FUSION_NAMES, FUSIONS
 from app.services.requests import FusionWeights, RecallWeightOverrides

@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from app.api.schemas.common import StrictModel
-from app.config import MAX_RERANK_TOP_N
+from app.infra.config import MAX_RERANK_TOP_N
 from app.input_rules import Integer
 
 MAX_CONTEXT_WINDOW = 10

@@ -15,9 +15,15 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from app.config import Settings
-from app.embedded_pg import DATABASE_NAME, ensure_serving_role_hba, pgdata_dir, start_embedded, with_database
-from app.secret_files import read_or_create_secret
+from app.infra.config import Settings
+from app.infra.embedded_pg import (
+    DATABASE_NAME,
+    ensure_serving_role_hba,
+    pgdata_dir,
+    start_embedded,
+    with_database,
+)
+from app.infra.secret_files import read_or_create_secret
 
 log = logging.getLogger("recalld.db")
 

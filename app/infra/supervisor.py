@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from app.embedded_pg import postmaster_running, restart_embedded
+from app.infra.embedded_pg import postmaster_running, restart_embedded
 
 log = logging.getLogger("recalld.supervisor")
 

@@ -17,7 +17,7 @@ import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.embedded_pg import pgdata_dir, start_embedded
+from app.infra.embedded_pg import pgdata_dir, start_embedded
 
 MANIFEST = "recalld-backup.json"
 FORMAT = "recalld-backup"

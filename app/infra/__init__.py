@@ -1,0 +1,1 @@
+"""Infrastructure: configuration, the database and its embedded server, migrations, backups, secrets."""
