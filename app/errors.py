@@ -1,7 +1,7 @@
 """One JSON error shape everywhere: {"error": {"code", "message", "details"}}; no web framework here.
 
-ApiError is raised from every layer (retrieval's pure functions included); app.http_errors turns it,
-and what FastAPI, Starlette and the database raise, into responses.
+ApiError is raised from every layer (retrieval's pure functions included); app.web.http_errors turns
+it, and what FastAPI, Starlette and the database raise, into responses.
 """
 
 from __future__ import annotations

@@ -15,14 +15,11 @@ from app.api import code, documents, export, health, memories, scopes, search
 from app.api.mcp import mount_mcp
 from app.api.openapi import install_openapi
 from app.api.pages import install_pages
-from app.body_limit import BodyLimitMiddleware
 from app.embeddings.factory import build_embedder
-from app.http_errors import install_error_handlers
 from app.infra.config import Settings, get_settings
 from app.infra.db import Database, acquire, create_pool
 from app.infra.embedded_pg import pgdata_dir
 from app.infra.supervisor import supervised
-from app.middleware import RequestMiddleware
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
 from app.services.embedding_switch import SwitchWorker
@@ -30,6 +27,9 @@ from app.services.maintenance import maintain
 from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_serving_role, owner_dsn, prepare_serving_database, settle_embedding_storage
 from app.state import ServiceState
+from app.web.body_limit import BodyLimitMiddleware
+from app.web.http_errors import install_error_handlers
+from app.web.middleware import RequestMiddleware
 
 # Allocations between two young-generation collections (Python's default is 700).
 GC_YOUNG_THRESHOLD = 10_000

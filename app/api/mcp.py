@@ -32,10 +32,10 @@ from app.errors import (
     model_error_details,
     unsupported_media_type,
 )
-from app.http_errors import request_media_type
 from app.infra.config import Settings
 from app.redaction import describe_exception
 from app.state import ServiceState
+from app.web.http_errors import request_media_type
 
 log = logging.getLogger("recalld.mcp")
 

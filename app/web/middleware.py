@@ -14,9 +14,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import INTERNAL_ERROR_BODY, error_body
-from app.http_errors import log_unexpected
 from app.metrics import REQUEST_LATENCY
 from app.model_gate import ModelGate
+from app.web.http_errors import log_unexpected
 
 _NUL_BODY = json.dumps(error_body("validation_error", "the URL contains a NUL character (%00)")).encode()
 

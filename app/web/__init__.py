@@ -1,0 +1,1 @@
+"""HTTP plumbing the app factory installs: the error responses, the body limit, the request middleware."""
