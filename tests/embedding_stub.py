@@ -45,6 +45,10 @@ class StubState:
     failure_status: int = 503
     failures: int = 0
     retry_after: str | None = None
+    # Answer failure_status to a request holding a text never asked before (then serve it): a
+    # flaky endpoint whose second try of the same texts succeeds.
+    fail_unseen: bool = False
+    seen: set[str] = field(default_factory=set)
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -59,10 +63,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         state = self.state
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         with state.lock:
             state.requests.append(body)
             state.authorizations.append(self.headers.get("Authorization"))
-            failing = state.failures != 0
+            failing = state.failures != 0 or (state.fail_unseen and not state.seen.issuperset(texts))
+            state.seen.update(texts)
             if state.failures > 0:
                 state.failures -= 1
         if state.latency_seconds:
@@ -73,8 +80,6 @@ class _Handler(BaseHTTPRequestHandler):
         if failing:
             self._send(state.failure_status, {"error": {"message": "stub outage"}}, state.retry_after)
             return
-        inputs = body.get("input")
-        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         dim = int(body.get("dimensions") or state.dim)
         data = [
             {"object": "embedding", "index": i, "embedding": stub_vector(t, dim)} for i, t in enumerate(texts)

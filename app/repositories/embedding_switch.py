@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import asyncpg
+from pgvector import Vector as PgVector
 
 from app.embeddings.base import Vector
 from app.repositories.embedding_storage import column_type
@@ -111,7 +111,7 @@ async def drop_pending_column(conn: asyncpg.Connection) -> None:
 
 @dataclass(frozen=True, slots=True)
 class PendingRow:
-    """A memory without a new-model vector: what its text is made of, and its row version."""
+    """A memory without a new-model vector: the columns its embedded text is made of (embedding_texts)."""
 
     tenant_id: uuid.UUID
     id: uuid.UUID
@@ -121,10 +121,6 @@ class PendingRow:
     symbol: str | None
     symbol_kind: str | None
     parent_symbol: str | None
-    butler: str | None
-    session_id: str | None
-    created_at: datetime
-    version: str  # xmin: the worker stores its vector only if the row has not changed since
 
 
 async def pending_rows(
@@ -137,8 +133,7 @@ async def pending_rows(
     """
     start_tenant, start_id = after or (uuid.UUID(int=0), uuid.UUID(int=0))
     rows = await conn.fetch(
-        "SELECT tenant_id, id, kind, content, path, symbol, symbol_kind, parent_symbol, butler, session_id, "
-        "created_at, xmin::text AS version FROM memory "
+        "SELECT tenant_id, id, kind, content, path, symbol, symbol_kind, parent_symbol FROM memory "
         "WHERE (tenant_id, id) > ($1, $2) AND embedding_next IS NULL ORDER BY tenant_id, id LIMIT $3",
         start_tenant,
         start_id,
@@ -151,23 +146,40 @@ async def pending_rows(
 async def store_pending(
     conn: asyncpg.Connection, *, tenant_id: uuid.UUID, vectors: list[tuple[PendingRow, Vector]]
 ) -> int:
-    """Store new-model vectors of rows unchanged since they were read; how many were stored.
+    """Store new-model vectors of rows whose embedded text is still the one read, in one statement; how many.
 
-    A row updated meanwhile (its xmin moved) is left for the next pass: its text may be another.
-    An UPDATE waiting on a concurrent writer re-checks the condition on the row it committed.
+    Only the text's columns are compared, not the row version: searches count references on the
+    very rows a worker is embedding (an UPDATE per search), and a version check then failed on
+    every pass, so the switch never finished under steady searches. Rows another transaction
+    holds locked are skipped, not waited for: the worker is then never one side of a deadlock
+    with a search counting references on the same rows in another order. Skipped rows, and rows
+    whose text changed meanwhile, are left for the next pass.
     """
-    stored = 0
-    for row, vector in vectors:
-        status: str = await conn.execute(
-            "UPDATE memory SET embedding_next = $3 WHERE tenant_id = $1 AND id = $2 "
-            "AND xmin = $4::text::xid AND embedding_next IS NULL",
-            tenant_id,
-            row.id,
-            vector,
-            row.version,
-        )
-        stored += status.endswith(" 1")
-    return stored
+    rows = [row for row, _ in vectors]
+    ids = [row.id for row in rows]
+    status: str = await conn.execute(
+        "UPDATE memory m SET embedding_next = v.embedding "
+        "FROM unnest($2::uuid[], $3::vector[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], "
+        "$9::text[]) AS v(id, embedding, kind, content, path, symbol, symbol_kind, parent_symbol) "
+        "WHERE m.tenant_id = $1 AND m.id = v.id AND m.embedding_next IS NULL AND m.kind = v.kind "
+        "AND m.content = v.content AND m.path IS NOT DISTINCT FROM v.path "
+        "AND m.symbol IS NOT DISTINCT FROM v.symbol AND m.symbol_kind IS NOT DISTINCT FROM v.symbol_kind "
+        "AND m.parent_symbol IS NOT DISTINCT FROM v.parent_symbol "
+        "AND m.id IN (SELECT id FROM memory WHERE tenant_id = $1 AND id = ANY($2::uuid[]) "
+        "FOR NO KEY UPDATE SKIP LOCKED)",
+        tenant_id,
+        ids,
+        # Wrapped: an array of bare numpy vectors would be encoded as one two-dimensional array;
+        # sent as vector[] whatever the column's type (pgvector casts vector to halfvec on assignment).
+        [PgVector(vector) for _, vector in vectors],
+        [row.kind for row in rows],
+        [row.content for row in rows],
+        [row.path for row in rows],
+        [row.symbol for row in rows],
+        [row.symbol_kind for row in rows],
+        [row.parent_symbol for row in rows],
+    )
+    return int(status.split()[-1])
 
 
 async def pending_counts(conn: asyncpg.Connection) -> tuple[int, int]:
@@ -181,12 +193,6 @@ async def lock_for_cut_over(conn: asyncpg.Connection, *, wait_seconds: float) ->
     """Take memory and memory_vector exclusively (inside the cut-over's transaction), waiting at most so long."""
     await conn.execute(f"SET LOCAL lock_timeout = '{int(wait_seconds * 1000)}ms'")
     await conn.execute("LOCK TABLE memory, memory_vector IN ACCESS EXCLUSIVE MODE")
-
-
-async def any_pending(conn: asyncpg.Connection) -> bool:
-    """Whether some memory still lacks its new-model vector (after see_every_tenant)."""
-    found: bool = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM memory WHERE embedding_next IS NULL)")
-    return found
 
 
 async def cut_over(conn: asyncpg.Connection, column: str) -> None:

@@ -13,6 +13,7 @@ model gate (app.model_gate) closed so no request mixes the two. Progress lives i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -50,6 +51,10 @@ BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 # The window the rate (items/s) is measured over.
 RATE_WINDOW_SECONDS = 30.0
+
+
+class _NewModelFailed(Exception):
+    """The new model failed inside the cut-over: its transaction rolls back, the worker backs off."""
 
 
 class SwitchError(RuntimeError):
@@ -351,10 +356,7 @@ class SwitchWorker:
         try:
             vectors = await run.target.embed_documents(texts)
         except Exception as exc:  # the provider is down or answers wrongly: wait, then the same batch again
-            run.backoff = min(max(run.backoff * 2, BACKOFF_SECONDS), MAX_BACKOFF_SECONDS)
-            run.next_request_at = time.monotonic() + run.backoff
-            run.state = f"waiting for the new model's provider ({exc}); next try in {run.backoff:.0f} s"
-            log.warning("embedding switch: %s", run.state)
+            self._back_off(run, exc)
             return False
         run.backoff, run.state = 0.0, "running"
         async with conn.transaction():
@@ -366,6 +368,13 @@ class SwitchWorker:
         run.done += stored
         run.window.append((time.monotonic(), stored))
         return True
+
+    @staticmethod
+    def _back_off(run: _Run, exc: Exception) -> None:
+        run.backoff = min(max(run.backoff * 2, BACKOFF_SECONDS), MAX_BACKOFF_SECONDS)
+        run.next_request_at = time.monotonic() + run.backoff
+        run.state = f"waiting for the new model's provider ({exc}); next try in {run.backoff:.0f} s"
+        log.warning("embedding switch: %s", run.state)
 
     async def _pace(self, run: _Run, texts: int) -> None:
         """Keep an `openai` target within its requests-per-second setting."""
@@ -406,7 +415,7 @@ class SwitchWorker:
                 async with conn.transaction():
                     await repo.lock_for_cut_over(conn, wait_seconds=LOCK_SECONDS)
                     await see_every_tenant(conn)
-                    if await repo.any_pending(conn):  # written since the pass: one more pass
+                    if not await self._embed_rest(conn, run):  # many written since the pass: one more
                         run.after = None
                         return True
                     await repo.cut_over(conn, run.record["column"])
@@ -414,6 +423,8 @@ class SwitchWorker:
                     await repo.delete_switch_record(conn)
             except asyncpg.LockNotAvailableError:
                 log.info("embedding switch: the tables are busy; the cut-over waits")
+                return False
+            except _NewModelFailed:
                 return False
             # Pooled connections prepared statements against the old columns: replaced on next use.
             await state.pool.expire_connections()
@@ -432,6 +443,39 @@ class SwitchWorker:
             run.done,
             serve_hint(target),
         )
+        return True
+
+    async def _embed_rest(self, conn: asyncpg.Connection, run: _Run) -> bool:
+        """Inside the cut-over, under its lock: embed the memories still without a new vector, if one batch holds them.
+
+        Nothing changes under the lock, so once these are stored none is left: a write in flight when
+        the gate closed, or one whose new-model vector failed, cannot send the cut-over back to
+        another pass (under a steady writer there always is one). False when more than a batch is
+        left: a pass with the gate open embeds them first.
+        """
+        limit = self._state.settings.embedding_switch_batch_size
+        rows: list[repo.PendingRow] = []
+        after = None
+        while len(rows) <= limit:
+            found = await repo.pending_rows(conn, after=after, limit=limit + 1 - len(rows))
+            if not found:
+                break
+            rows += found
+            after = (found[-1].tenant_id, found[-1].id)
+        if len(rows) > limit:
+            return False
+        if not rows:
+            return True
+        await self._pace(run, len(rows))
+        try:
+            vectors = await run.target.embed_documents(embedding_texts(rows))
+        except Exception as exc:
+            self._back_off(run, exc)
+            raise _NewModelFailed from exc
+        for tenant_id, pairs in itertools.groupby(
+            zip(rows, vectors, strict=True), key=lambda p: p[0].tenant_id
+        ):
+            run.done += await repo.store_pending(conn, tenant_id=tenant_id, vectors=list(pairs))
         return True
 
     async def _abort(self, conn: asyncpg.Connection) -> None:
