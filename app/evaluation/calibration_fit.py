@@ -187,7 +187,10 @@ def at_floor(questions: Sequence[Question], coefficients: Sequence[float], floor
     for q in questions:
         if q.negative:
             continue
-        shown = [i for i, p in zip(q.ids, _probabilities(q, coefficients), strict=False) if p >= floor]
+        probabilities = _probabilities(q, coefficients)
+        # The service's cut: the floor decides whether the question is answered, then its best counts.
+        cut = calibration.default_floor(floor, probabilities[0]) if probabilities else floor
+        shown = [i for i, p in zip(q.ids, probabilities, strict=False) if p >= cut]
         for name, metric in (("ndcg", ndcg_at_k), ("recall", recall_at_k)):
             kept[name][0] += metric(shown, q.relevance, SHOWN)
             kept[name][1] += metric(q.ids, q.relevance, SHOWN)

@@ -149,7 +149,8 @@ class Settings(BaseSettings):
     calibrated_min_score: float = Field(
         default=0.04,
         description="Default min_score when the score is calibrated (the default fusion with both legs): "
-        "the probability of relevance below which a result is dropped; nothing above it is abstention.",
+        "a search whose best result is below it abstains; once answered, results are kept down to "
+        "min(this, half the best score).",
     )
     min_confidence: float = 0.2
     exact_scan_max_rows: int = Field(

@@ -32,6 +32,20 @@ BM25_K1 = 1.2
 AGREEMENT_DEPTH = 10
 # Intercept, then the coefficients of the adaptive score, best cosine, keyword share and agreement.
 COEFFICIENTS = (-6.379, 1.709, 2.792, 2.555, 0.976)
+# Once a query is answered, a result at least this share as likely relevant as the best one is shown
+# even below the default floor (docs/benchmarks.md, "The floor once a query is answered").
+ANSWERED_SHARE = 0.5
+
+
+def default_floor(floor: float, best: float) -> float:
+    """The default floor for each result of a query whose best result scores `best`.
+
+    The floor decides whether a query is answered at all (its best result reaches it); the results
+    after the best are then cut relative to it, so that one just below the floor is not dropped
+    while a slightly better one is shown: the floor is a question about the query, and a result
+    half as likely relevant as an answer shown is still worth its place in the list.
+    """
+    return min(floor, ANSWERED_SHARE * best) if best >= floor else floor
 
 
 def keyword_ceiling(idfs: Sequence[float]) -> float:

@@ -64,6 +64,8 @@ async def _recall(ctx: RetrievalContext, db: Database, body: RecallRequest) -> d
         found = await _relevance(ctx, conn, body)
         # A calibrated relevance below the floor is not recalled, however important, recent or
         # confident the memory is: those signals order what is relevant, they do not make it so.
+        # (So recall keeps the floor itself where search, once answered, relaxes it relative to the
+        # best result: here importance could lift a weak memory above the answer.)
         calibrated = bool(found) and found[0].evidence is not None
         floor = ctx.score_floor(calibrated=True) if calibrated else 0.0
         fused = [hit for hit in found if hit.fused >= floor]

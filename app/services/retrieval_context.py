@@ -16,6 +16,7 @@ from app.auth import Principal
 from app.embeddings.base import Vector
 from app.infra.config import Settings
 from app.infra.db import Database
+from app.retrieval import calibration
 from app.retrieval.fusion import FUSIONS
 from app.retrieval.language import unreadable_script
 from app.retrieval.query import ParsedQuery, parse_query
@@ -135,10 +136,14 @@ class RetrievalContext:
         scope = await load_scope_settings(conn, tenant_id=self.principal.tenant_id, scope=self.asked.scope)
         return dataclasses.replace(self, settings=resolve_settings(self.state.settings, scope, self.asked))
 
-    def score_floor(self, calibrated: bool) -> float:
-        """min_score as asked, else the default of the scale the scores are on (calibrated or not)."""
+    def score_floor(self, calibrated: bool, best: float = 0.0) -> float:
+        """min_score as asked, else the default of the scale the scores are on (calibrated or not).
+
+        On the calibrated scale a search's default depends on its best score (`best`, see
+        `calibration.default_floor`); without one it is the floor itself.
+        """
         if self.asked.min_score is None and calibrated:
-            return self.state.settings.calibrated_min_score
+            return calibration.default_floor(self.state.settings.calibrated_min_score, best)
         return self.settings.min_score
 
     async def embedding_used(self) -> bool:

@@ -155,12 +155,14 @@ async def _cut(
 ) -> list[Hit]:
     """The hits decayed, expanded along code references when asked, at or above min_score, in the tie order."""
     half_life = ctx.settings.half_life_days
-    min_score = ctx.score_floor(calibrated=bool(fused) and fused[0].evidence is not None)
+    decays = [temporal_decay(hit.path, ctx.now, half_life) for hit in fused]
+    best = max((hit.fused * decay for hit, decay in zip(fused, decays, strict=True)), default=0.0)
+    min_score = ctx.score_floor(calibrated=bool(fused) and fused[0].evidence is not None, best=best)
     if not (body.symbol or body.depth):
-        return _best(fused, match_types, ctx, half_life, min_score, keep)
+        return _best(fused, decays, match_types, min_score, keep)
     # Code hops re-score and add candidates: every fused hit goes in.
-    for hit in fused:
-        _decayed(hit, temporal_decay(hit.path, ctx.now, half_life), match_types)
+    for hit, decay in zip(fused, decays, strict=True):
+        _decayed(hit, decay, match_types)
     started = time.perf_counter()
     expanded = await code_search.expand(
         conn, ctx.principal.tenant_id, f, fused, symbol=body.symbol, depth=body.depth, seeds=body.limit
@@ -202,19 +204,13 @@ def _decayed(hit: Hit, decay: float, match_types: dict[str, str]) -> None:
 
 
 def _best(
-    fused: list[Hit],
-    match_types: dict[str, str],
-    ctx: RetrievalContext,
-    half_life: float,
-    min_score: float,
-    keep: int,
+    fused: list[Hit], decays: list[float], match_types: dict[str, str], min_score: float, keep: int
 ) -> list[Hit]:
     """The first `keep` fused hits at or above min_score after decay, in the one tie order.
 
     A search fuses ~150 hits and shows 10: only hits scoring at least the keep-th best score can
     be among the first keep, so the tie order's key is made and the hit scored for those alone.
     """
-    decays = [temporal_decay(hit.path, ctx.now, half_life) for hit in fused]
     scores = [hit.fused * decay for hit, decay in zip(fused, decays, strict=True)]
     floor = min_score
     if len(scores) > keep:

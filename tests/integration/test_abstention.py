@@ -88,6 +88,32 @@ async def test_a_new_users_facts_answer_what_was_stored_and_nothing_else(
         assert (unrelated["results"], unrelated["abstained"]) == ([], True), query
 
 
+async def test_an_answered_search_shows_what_is_half_as_likely_relevant_as_its_best(
+    client: httpx.AsyncClient, make_tenant: TenantFactory
+) -> None:
+    # The floor (0.04) decides whether a search is answered; after that a result is cut relative to
+    # the best one, so the list does not stop between two results of almost the same score.
+    tenant = await make_tenant()
+    await _store_facts(client, tenant)
+    extra = [{"type": "fact", "content": "The user's cat is named Miso"}]
+    response = await client.post("/v1/memories:batch", json={"items": extra}, headers=tenant.headers())
+    assert response.status_code == 201, response.text
+    for query in ("user's pets", "where does the user work", "quantum chromodynamics lattice simulations"):
+        best_effort = (await _post(client, tenant, "/v1/search", {"query": query, "min_score": 0}))["results"]
+        default = (await _post(client, tenant, "/v1/search", {"query": query}))["results"]
+        best = best_effort[0]["score"]
+        cut = min(0.04, best / 2) if best >= 0.04 else 0.04
+        assert [r["id"] for r in default] == [r["id"] for r in best_effort if r["score"] >= cut], query
+    # Both pets answer (about 0.048 and 0.047), and the next fact (about 0.026) is shown too: it is more
+    # than half as likely relevant as the best, though under the floor.
+    pets = (await _post(client, tenant, "/v1/search", {"query": "user's pets"}))["results"]
+    assert {r["content"] for r in pets[:2]} == {
+        "User has a golden retriever named Biscuit",
+        "The user's cat is named Miso",
+    }
+    assert len(pets) == 3 and pets[2]["score"] < 0.04
+
+
 async def test_recall_never_returns_a_memory_below_the_relevance_floor(
     client: httpx.AsyncClient, make_tenant: TenantFactory
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.retrieval.calibration import QueryEvidence, probability
+from app.retrieval.calibration import QueryEvidence, default_floor, probability
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +37,13 @@ def test_the_calibrated_score_rises_with_the_adaptive_score_and_the_evidence() -
     strong = _evidence(list(range(100)), list(range(10)))
     assert probability(0.2, weak) < probability(0.9, weak) < probability(0.9, strong)
     assert 0.0 < probability(0.0, weak) < probability(1.0, strong) < 1.0
+
+
+def test_once_a_query_is_answered_results_are_cut_relative_to_the_best() -> None:
+    # Nothing reaches the floor: the query abstains, whatever the results below it score.
+    assert default_floor(0.04, 0.039) == 0.04
+    # Answered near the floor: a result half as likely relevant as the best is shown too, so one
+    # just under the floor is not dropped while a slightly better one is shown.
+    assert default_floor(0.04, 0.05) == pytest.approx(0.025)
+    # Answered well above it: the floor itself still cuts (it never rises with the best).
+    assert default_floor(0.04, 0.3) == 0.04
