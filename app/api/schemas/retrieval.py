@@ -118,9 +118,8 @@ class SearchIn(StrictModel):
         ge=0,
         le=1,
         description="Drop results scoring below this. Default: 0.04 on the calibrated scale (default fusion, "
-        "both legs; a question about nothing stored then answers `results: []` with `abstained: true`, "
-        "and once the best result reaches 0.04 results down to half its score are kept), "
-        "else 0.1. 0 returns the best-effort list.",
+        "both legs; if no result reaches it: `results: []`, `abstained: true`; else results down to "
+        "half the best score stay), else 0.1. 0 returns the best-effort list.",
     )
     min_similarity: Number | None = Field(
         None, ge=-1, le=1, description="Drop semantic hits below this cosine."
