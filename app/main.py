@@ -22,7 +22,7 @@ from app.infra.embedded_pg import pgdata_dir
 from app.infra.supervisor import supervised
 from app.rate_limit import RateLimiter
 from app.rerank.factory import build_reranker
-from app.services.embedding_switch import SwitchWorker
+from app.services.embedding_switch_worker import SwitchWorker
 from app.services.maintenance import maintain
 from app.services.ranking import KEYWORD_RANKER
 from app.startup import check_serving_role, owner_dsn, prepare_serving_database, settle_embedding_storage

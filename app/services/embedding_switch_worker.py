@@ -1,0 +1,318 @@
+"""The embedding switch's worker, in the serving process's lifespan when it has the schema owner's login.
+
+It embeds every stored memory with the new model in the background while the service answers
+from the old vectors, and lends the new model to writes (Embedder.switch_target) so that what they
+store is embedded with both. When every memory has its new vector, one transaction puts them in
+place and records the new model, with the model gate (app.model_gate) closed so no request mixes
+the two. The switch's record and counts are services.embedding_switch's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from app.embeddings.base import Embedder, EmbedderIdentity
+from app.embeddings.factory import build_embedder, serve_hint
+from app.infra.db import connect
+from app.repositories import embedding_switch as repo
+from app.repositories.vector_indexes import see_every_tenant
+from app.services.embedding_switch import (
+    DRAIN_SECONDS,
+    LOCK_SECONDS,
+    POLL_SECONDS,
+    label,
+    progress_view,
+    target_settings,
+)
+from app.services.embedding_texts import embedding_texts
+from app.state import ServiceState
+
+log = logging.getLogger("recalld.embedding_switch")
+
+# How often a running worker reports its progress (heartbeat, rate).
+REPORT_SECONDS = 2.0
+# Waits after the provider failed (on top of its client's own retries): doubling up to the cap.
+BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+# The window the rate (items/s) is measured over.
+RATE_WINDOW_SECONDS = 30.0
+
+
+class _NewModelFailed(Exception):
+    """The new model failed inside the cut-over: its transaction rolls back, the worker backs off."""
+
+
+@dataclass(slots=True)
+class _Run:
+    """The worker's memory of the switch it runs."""
+
+    record: dict[str, Any]
+    target: Embedder
+    after: tuple[uuid.UUID, uuid.UUID] | None = None
+    done: int = 0
+    total: int = 0
+    window: deque[tuple[float, int]] = field(default_factory=deque)
+    state: str = "running"
+    backoff: float = 0.0
+    next_request_at: float = 0.0
+    reported_at: float = 0.0
+
+    def rate(self) -> float:
+        """Items per second over the last RATE_WINDOW_SECONDS."""
+        now = time.monotonic()
+        while self.window and now - self.window[0][0] > RATE_WINDOW_SECONDS:
+            self.window.popleft()
+        if len(self.window) < 2:
+            return 0.0
+        span = now - self.window[0][0]
+        return sum(n for _, n in list(self.window)[1:]) / span if span > 0 else 0.0
+
+
+class SwitchWorker:
+    """Runs the recorded switch in the serving process: re-embeds, reports, cuts over, or aborts."""
+
+    def __init__(self, owner_dsn: str, state: ServiceState) -> None:
+        self._dsn = owner_dsn
+        self._state = state
+        self._run: _Run | None = None
+
+    async def run_forever(self) -> None:
+        """The lifespan task: reconnects after failures, until cancelled."""
+        try:
+            while True:
+                try:
+                    conn = await connect(self._dsn)
+                    try:
+                        while True:
+                            if not await self.step(conn):
+                                await asyncio.sleep(POLL_SECONDS)
+                    finally:
+                        await conn.close()
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("embedding switch worker: %s; retrying in %.0f s", exc, POLL_SECONDS)
+                    await asyncio.sleep(POLL_SECONDS)
+                except Exception:
+                    # Whatever it was, the switch's state is in the database: the next try resumes it.
+                    log.exception("embedding switch worker failed; retrying in %.0f s", MAX_BACKOFF_SECONDS)
+                    await asyncio.sleep(MAX_BACKOFF_SECONDS)
+        finally:
+            self._detach()
+
+    async def step(self, conn: asyncpg.Connection) -> bool:
+        """One unit of work; False when there was none (nothing recorded, or waiting)."""
+        record = await repo.switch_record(conn)
+        if record is None or (self._run is not None and self._run.record["id"] != record["id"]):
+            self._detach()
+            if record is None:
+                return False
+        assert record is not None
+        if record.get("state") == "aborting":
+            await self._abort(conn)
+            return True
+        run = self._run or await self._attach(record)
+        if run is None:
+            return False
+        if run.backoff and time.monotonic() < run.next_request_at:
+            await self._report(conn, run)
+            return False
+        worked = await self._batch(conn, run)
+        if self._run is run:  # not after the cut-over
+            await self._report(conn, run)
+        return worked
+
+    async def _attach(self, record: dict[str, Any]) -> _Run | None:
+        embedder = self._state.embedder
+        if embedder is None:
+            return None
+        target = record["target"]
+        identity = EmbedderIdentity(target["provider"], target["model"], int(target["dim"]))
+        try:
+            built = await asyncio.to_thread(
+                build_embedder, target_settings(self._state.settings, record), identity
+            )
+        except Exception as exc:
+            log.warning("embedding switch: cannot load %s (%s); retrying", label(target), exc)
+            self._state.embedding_switch = {"state": f"cannot load the new model: {exc}"}
+            return None
+        assert built is not None
+        # From here on, writes embed with both models.
+        embedder.switch_target = built
+        self._run = _Run(record=record, target=built)
+        log.info("embedding switch to %s: running", label(target))
+        return self._run
+
+    def _detach(self) -> None:
+        run, self._run = self._run, None
+        self._state.embedding_switch = None
+        if run is None:
+            return
+        if self._state.embedder is not None and self._state.embedder.switch_target is run.target:
+            self._state.embedder.switch_target = None
+        run.target.close()
+
+    async def _batch(self, conn: asyncpg.Connection, run: _Run) -> bool:
+        settings = self._state.settings
+        async with conn.transaction():
+            await see_every_tenant(conn)
+            rows = await repo.pending_rows(conn, after=run.after, limit=settings.embedding_switch_batch_size)
+            if not rows and run.after is not None:
+                # A pass ended: one more from the start finds the rows it skipped (changed meanwhile).
+                run.after = None
+                return True
+        if not rows:
+            # A cut-over that had to give way (requests or locks still held) waits a poll interval,
+            # so the gate is not closed again at once.
+            return await self._cut_over(conn, run)
+        tenant = str(rows[0].tenant_id)
+        texts = embedding_texts(rows)
+        await self._pace(run, len(texts))
+        try:
+            vectors = await run.target.embed_documents(texts)
+        except Exception as exc:  # the provider is down or answers wrongly: wait, then the same batch again
+            self._back_off(run, exc)
+            return False
+        run.backoff, run.state = 0.0, "running"
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('recalld.tenant_ids', $1, true)", tenant)
+            stored = await repo.store_pending(
+                conn, tenant_id=rows[0].tenant_id, vectors=list(zip(rows, vectors, strict=True))
+            )
+        run.after = (rows[-1].tenant_id, rows[-1].id)
+        run.done += stored
+        run.window.append((time.monotonic(), stored))
+        return True
+
+    @staticmethod
+    def _back_off(run: _Run, exc: Exception) -> None:
+        run.backoff = min(max(run.backoff * 2, BACKOFF_SECONDS), MAX_BACKOFF_SECONDS)
+        run.next_request_at = time.monotonic() + run.backoff
+        run.state = f"waiting for the new model's provider ({exc}); next try in {run.backoff:.0f} s"
+        log.warning("embedding switch: %s", run.state)
+
+    async def _pace(self, run: _Run, texts: int) -> None:
+        """Keep an `openai` target within its requests-per-second setting."""
+        settings = self._state.settings
+        per_second = settings.embedding_switch_requests_per_second
+        if run.record["target"]["provider"] != "openai" or per_second <= 0:
+            return
+        wait = run.next_request_at - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        requests = math.ceil(texts / settings.embedding_batch_size)
+        run.next_request_at = time.monotonic() + requests / per_second
+
+    async def _report(self, conn: asyncpg.Connection, run: _Run, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - run.reported_at < REPORT_SECONDS:
+            return
+        if run.reported_at == 0.0 or now - run.reported_at > 10 * REPORT_SECONDS:
+            async with conn.transaction():
+                await see_every_tenant(conn)
+                run.total, run.done = await repo.pending_counts(conn)
+        run.reported_at = now
+        progress = {"state": run.state, "rate": round(run.rate(), 2), "heartbeat": time.time()}
+        await repo.merge_switch_record(conn, {"progress": progress})
+        run.record["progress"] = progress
+        self._state.embedding_switch = progress_view(run.record, done=run.done, total=run.total)
+
+    async def _cut_over(self, conn: asyncpg.Connection, run: _Run) -> bool:
+        """Put the new vectors in place; False when it gave way to requests or locks, to try again later."""
+        state = self._state
+        old = state.embedder
+        target = run.record["target"]
+        async with state.model_gate.closed(drain_seconds=DRAIN_SECONDS) as drained:
+            if not drained:
+                log.info("embedding switch: requests still running; the cut-over waits")
+                return False
+            try:
+                async with conn.transaction():
+                    await repo.lock_for_cut_over(conn, wait_seconds=LOCK_SECONDS)
+                    await see_every_tenant(conn)
+                    if not await self._embed_rest(conn, run):  # many written since the pass: one more
+                        run.after = None
+                        return True
+                    await repo.cut_over(conn, run.record["column"])
+                    await repo.replace_recorded_model(conn, target)
+                    await repo.delete_switch_record(conn)
+            except asyncpg.LockNotAvailableError:
+                log.info("embedding switch: the tables are busy; the cut-over waits")
+                return False
+            except _NewModelFailed:
+                return False
+            # Pooled connections prepared statements against the old columns: replaced on next use.
+            await state.pool.expire_connections()
+            await state.check_pool.expire_connections()
+            state.vector_indexes.clear()
+            state.embedder = run.target
+            if old is not None:
+                old.switch_target = None
+        self._run = None
+        self._state.embedding_switch = None
+        if old is not None:
+            old.close()
+        log.info(
+            "embedding switch to %s: done, %d memories; serve with %s from now on",
+            label(target),
+            run.done,
+            serve_hint(target),
+        )
+        return True
+
+    async def _embed_rest(self, conn: asyncpg.Connection, run: _Run) -> bool:
+        """Inside the cut-over, under its lock: embed the memories still without a new vector, if one batch holds them.
+
+        Nothing changes under the lock, so once these are stored none is left: a write in flight when
+        the gate closed, or one whose new-model vector failed, cannot send the cut-over back to
+        another pass (under a steady writer there always is one). False when more than a batch is
+        left: a pass with the gate open embeds them first.
+        """
+        limit = self._state.settings.embedding_switch_batch_size
+        rows: list[repo.PendingRow] = []
+        after = None
+        while len(rows) <= limit:
+            found = await repo.pending_rows(conn, after=after, limit=limit + 1 - len(rows))
+            if not found:
+                break
+            rows += found
+            after = (found[-1].tenant_id, found[-1].id)
+        if len(rows) > limit:
+            return False
+        if not rows:
+            return True
+        await self._pace(run, len(rows))
+        try:
+            vectors = await run.target.embed_documents(embedding_texts(rows))
+        except Exception as exc:
+            self._back_off(run, exc)
+            raise _NewModelFailed from exc
+        for tenant_id, pairs in itertools.groupby(
+            zip(rows, vectors, strict=True), key=lambda p: p[0].tenant_id
+        ):
+            run.done += await repo.store_pending(conn, tenant_id=tenant_id, vectors=list(pairs))
+        return True
+
+    async def _abort(self, conn: asyncpg.Connection) -> None:
+        state = self._state
+        async with state.model_gate.closed(drain_seconds=DRAIN_SECONDS) as drained:
+            if not drained:
+                return
+            # No write in flight: none lends the new model from here on, so the column can go.
+            self._detach()
+            try:
+                async with conn.transaction():
+                    await conn.execute(f"SET LOCAL lock_timeout = '{int(LOCK_SECONDS * 1000)}ms'")
+                    await repo.drop_pending_column(conn)
+                    await repo.delete_switch_record(conn)
+            except asyncpg.LockNotAvailableError:
+                return
+        log.info("embedding switch aborted; the stored vectors stay as they were")
