@@ -8,6 +8,7 @@ MiniLM). It speaks real HTTP on 127.0.0.1, so the provider's client, timeouts an
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -20,17 +21,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_vector(word: str, dim: int) -> npt.NDArray[np.float64]:
+    seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).normal(size=dim)
+    return v / np.linalg.norm(v)
 
 
 def stub_vector(text: str, dim: int) -> list[float]:
     """The stand-in's vector of text: a sum of per-word pseudo-random unit vectors, L2-normalised."""
     total = np.zeros(dim, dtype=np.float64)
     for word in _WORD.findall(text.lower()) or [""]:
-        seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "little")
-        v = np.random.default_rng(seed).normal(size=dim)
-        total += v / np.linalg.norm(v)
+        # Cached: in a benchmark (app.cli.switch_bench) the stand-in shares the process with recalld.
+        total += _word_vector(word, dim)
     norm = np.linalg.norm(total)
     return [float(x) for x in (total / norm if norm > 0 else total)]
 

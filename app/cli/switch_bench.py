@@ -18,6 +18,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,13 @@ async def _vectors(settings: Settings) -> dict[uuid.UUID, Any]:
     return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows}
 
 
+def _code(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "?"
+
+
 async def _switch(
     app: Any,
     settings: Settings,
@@ -86,19 +94,23 @@ async def _switch(
             r = await http.post("/v1/search", json={"query": queries[i % len(queries)]}, headers=headers)
             searches += 1
             if r.status_code != 200:
-                errors.append(f"search {r.status_code}")
+                errors.append(f"search {r.status_code} {_code(r)}")
             i += 1
+
+    # Distinct per switch: a round trip's second switch repeating the first's texts would get the
+    # stored memory back (200, one memory per content) instead of a new one.
+    run = uuid.uuid4().hex[:8]
 
     async def writer(n: int) -> None:
         i = 0
         while not stop.is_set():
             r = await http.post(
-                "/v1/facts", json={"content": f"written during the switch {n}-{i}"}, headers=headers
+                "/v1/facts", json={"content": f"written during the switch {run} {n}-{i}"}, headers=headers
             )
             if r.status_code == 201:
                 written.append(r.json()["id"])
             else:
-                errors.append(f"write {r.status_code}")
+                errors.append(f"write {r.status_code} {_code(r)}")
             i += 1
 
     owner = await connect(await resolve_dsn(settings))
@@ -144,6 +156,7 @@ async def _switch(
         "seconds": seconds,
         "rate": row["n"] / seconds,
         "errors": len(errors),
+        "error_kinds": dict(Counter(errors)),
         "written": len(written),
         "lost": len(written) - present,
         "searches": searches,
@@ -220,6 +233,9 @@ async def main(args: argparse.Namespace) -> None:
         "| switch to | memories | seconds | items/s | errors | writes during | lost | searches | all new vectors |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        if row["error_kinds"]:
+            print(f"errors of the switch to {row['to']}: {row['error_kinds']}")
     for row in rows:
         print(
             f"| {row['to']} | {row['memories']} | {row['seconds']:.1f} | {row['rate']:.0f} | {row['errors']} "
