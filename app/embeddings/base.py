@@ -103,6 +103,11 @@ class Embedder:
             max_workers=1, thread_name_prefix="embedder-query", initializer=_yield_to_event_loop
         )
         self._document_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-documents")
+        # Bulk work nobody waits on (a model switch re-embedding every memory) has a lane of its own:
+        # in the documents' lane each write waited behind a whole background batch.
+        self._background_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="embedder-background"
+        )
         # Keyed by (tenant id, text): identical queries of two tenants never share a future either.
         self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}
         self._worker: asyncio.Task[None] | None = None
@@ -112,13 +117,14 @@ class Embedder:
         # The new model of a running model switch (services.embedding_switch): writes embed with both.
         self.switch_target: Embedder | None = None
 
-    def start_documents(self, texts: Sequence[str]) -> list[DocumentBatch]:
+    def start_documents(self, texts: Sequence[str], *, background: bool = False) -> list[DocumentBatch]:
         """Start embedding texts for storage; each batch's vectors arrive as soon as it is done.
 
         Batches hold texts of similar length (less padding computed and discarded), and a caller can
         write one batch's rows while the next is embedded. The batches run one at a time, so
         another request's batches interleave with these rather than queueing behind all of them.
-        Callers must `cancel_documents` the batches when they stop waiting for them.
+        Callers must `cancel_documents` the batches when they stop waiting for them. `background`:
+        bulk work no request waits on, embedded beside requests' documents instead of before them.
         """
         loop = asyncio.get_running_loop()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -126,12 +132,15 @@ class Embedder:
             DocumentBatch(order[start : start + self._batch_size], loop.create_future())
             for start in range(0, len(order), self._batch_size)
         ]
-        run = asyncio.create_task(self._embed_batches(texts, batches))
+        executor = self._background_executor if background else self._document_executor
+        run = asyncio.create_task(self._embed_batches(texts, batches, executor))
         self._document_runs.add(run)
         run.add_done_callback(self._document_runs.discard)
         return batches
 
-    async def _embed_batches(self, texts: Sequence[str], batches: list[DocumentBatch]) -> None:
+    async def _embed_batches(
+        self, texts: Sequence[str], batches: list[DocumentBatch], executor: ThreadPoolExecutor
+    ) -> None:
         loop = asyncio.get_running_loop()
         try:
             for batch in batches:
@@ -139,7 +148,7 @@ class Embedder:
                     continue
                 started = time.perf_counter()
                 matrix = await loop.run_in_executor(
-                    self._document_executor, self.document_encode, [texts[i] for i in batch.positions]
+                    executor, self.document_encode, [texts[i] for i in batch.positions]
                 )
                 EMBEDDING_LATENCY.labels("document").observe(time.perf_counter() - started)
                 self.document_texts_embedded += len(batch.positions)
@@ -175,10 +184,10 @@ class Embedder:
             elif not batch.vectors.cancelled():
                 batch.vectors.exception()
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
-        """Embed texts for storage, in batches; rows in the order given."""
+    async def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> list[Vector]:
+        """Embed texts for storage, in batches; rows in the order given (`background`: see start_documents)."""
         out: list[Vector | None] = [None] * len(texts)
-        batches = self.start_documents(texts)
+        batches = self.start_documents(texts, background=background)
         try:
             for batch in batches:
                 for position, vector in zip(batch.positions, await batch.vectors, strict=True):
@@ -249,5 +258,6 @@ class Embedder:
         """Stop the worker threads."""
         self._query_executor.shutdown(wait=False, cancel_futures=True)
         self._document_executor.shutdown(wait=False, cancel_futures=True)
+        self._background_executor.shutdown(wait=False, cancel_futures=True)
         if self._on_close is not None:
             self._on_close()

@@ -177,7 +177,7 @@ class SwitchWorker:
         texts = embedding_texts(rows)
         await self._pace(run, len(texts))
         try:
-            vectors = await run.target.embed_documents(texts)
+            vectors = await run.target.embed_documents(texts, background=True)
         except Exception as exc:  # the provider is down or answers wrongly: wait, then the same batch again
             self._back_off(run, exc)
             return False
@@ -291,7 +291,7 @@ class SwitchWorker:
             return True
         await self._pace(run, len(rows))
         try:
-            vectors = await run.target.embed_documents(embedding_texts(rows))
+            vectors = await run.target.embed_documents(embedding_texts(rows), background=True)
         except Exception as exc:
             self._back_off(run, exc)
             raise _NewModelFailed from exc
