@@ -17,6 +17,7 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu torch
 
 COPY pyproject.toml README.md alembic.ini ./
 COPY app ./app
+COPY recalld_tools ./recalld_tools
 COPY migrations ./migrations
 # Editable on purpose: app/infra/migrate.py finds alembic.ini and migrations/ next to the app package.
 RUN pip install -e .

@@ -21,7 +21,7 @@ from app.services import tenants as tenant_service
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    from app.ingest.indexer import error_message, index_markdown, watch
+    from recalld_tools.upload.indexer import error_message, index_markdown, watch
 
     root = Path(args.directory)
     if not root.is_dir():
@@ -34,7 +34,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
         def run() -> Any:
             if args.code:
-                from app.ingest.code_indexer import index_code
+                from recalld_tools.upload.code_indexer import index_code
 
                 return index_code(client, root, repository=args.repository or root.resolve().name)
             result = index_markdown(client, root, scope=args.scope, progress=not seen, forget=seen)
@@ -60,8 +60,8 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _eval_sets(args: argparse.Namespace) -> list[Any]:
-    from app.evaluation.locomo import TurnFormat
-    from app.evaluation.runner import load_set, short_queries
+    from recalld_tools.evaluation.locomo import TurnFormat
+    from recalld_tools.evaluation.runner import load_set, short_queries
 
     formats: list[TurnFormat] = (
         ["episodes", "transcript"] if args.locomo_format == "both" else [args.locomo_format]
@@ -80,8 +80,8 @@ def _eval_sets(args: argparse.Namespace) -> list[Any]:
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
-    from app.evaluation import abstention
-    from app.evaluation.runner import (
+    from recalld_tools.evaluation import abstention
+    from recalld_tools.evaluation.runner import (
         DEFAULT_RUNS,
         EvalSet,
         Run,
@@ -222,7 +222,7 @@ MEMORY_BENCH_MODES = ("keyword", "semantic", "hybrid", "recall")
 
 def _noisy_bench(args: argparse.Namespace, settings: Settings, key: str) -> None:
     """--scenario noisy: a second tenant sends keyword queries that match nothing (docs/benchmarks.md)."""
-    from app.evaluation.noisy_bench import run_noisy_bench
+    from recalld_tools.evaluation.noisy_bench import run_noisy_bench
 
     async def noisy_key(conn: asyncpg.Connection) -> str:
         tenant = await tenant_service.create_tenant(conn, f"bench-noisy-{os.urandom(3).hex()}")
@@ -237,8 +237,8 @@ def _noisy_bench(args: argparse.Namespace, settings: Settings, key: str) -> None
 
 def _neighbours_bench(args: argparse.Namespace, key: str) -> None:
     """--scenario neighbours: one tenant with and without other tenants' data (docs/benchmarks.md)."""
-    from app.evaluation import bench
-    from app.evaluation.neighbours_bench import run_neighbours_bench
+    from recalld_tools.evaluation import bench
+    from recalld_tools.evaluation.neighbours_bench import run_neighbours_bench
 
     if not args.baseline_url or not args.baseline_key:
         raise CliError(
@@ -267,11 +267,11 @@ def _neighbours_bench(args: argparse.Namespace, key: str) -> None:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from app.evaluation import bench
+    from recalld_tools.evaluation import bench
 
     key = api_key(args, settings)
     if args.scenario == "code":
-        from app.evaluation.code_bench import CodeBenchError, run_code_bench
+        from recalld_tools.evaluation.code_bench import CodeBenchError, run_code_bench
 
         try:
             run_code_bench(
@@ -294,7 +294,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         _neighbours_bench(args, key)
         return 0
     if args.scenario == "scale":
-        from app.evaluation.scale_bench import run_scale_bench
+        from recalld_tools.evaluation.scale_bench import run_scale_bench
 
         run_scale_bench(
             args.url,

@@ -26,13 +26,13 @@ import httpx
 import numpy as np
 
 from app.auth import mint_key
-from app.evaluation.bench import generate_memories, generate_queries
 from app.infra.config import Settings
 from app.infra.db import connect, resolve_dsn
 from app.main import create_app
 from app.repositories import tenants as tenant_repo
 from app.services import embedding_switch as switching
 from app.state import ServiceState
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 
 
 async def _key(settings: Settings) -> str:

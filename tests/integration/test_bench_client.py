@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from fastapi import FastAPI
 
-from app.evaluation.bench import run_load
-from app.evaluation.load_worker import Client
 from app.infra.config import Settings
 from app.main import create_app
+from recalld_tools.evaluation.bench import run_load
+from recalld_tools.evaluation.load_worker import Client
 from tests.support import TenantFactory, free_port, served
 
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluation import bench
-from app.evaluation.code_bench import CodeBenchError, generate_code_queries, run_code_bench, scan_corpus
+from recalld_tools.evaluation import bench
+from recalld_tools.evaluation.code_bench import (
+    CodeBenchError,
+    generate_code_queries,
+    run_code_bench,
+    scan_corpus,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "swift-auth"
 

@@ -21,8 +21,8 @@ from sentence_transformers import SentenceTransformer
 
 from app.embeddings.base import QUERY_WORKER_NICE, Embedder, EmbedderIdentity
 from app.embeddings.torch_minilm import LazyBf16Encoder, bf16_is_fast, cpu_flags
-from app.evaluation.bench import generate_memories
 from app.state import ServiceState
+from recalld_tools.evaluation.bench import generate_memories
 from tests.support import TenantFactory
 
 SAPPHIRE_RAPIDS = "avx512f avx512_bf16 avx512_vnni amx_bf16 amx_tile amx_int8"

@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 import pytest
 
-from app.evaluation.bench import generate_memories, generate_queries
 from app.rate_limit import RateLimiter
 from app.retrieval.fusion import NO_KEYWORD_MATCH
 from app.state import ServiceState
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 from tests.support import TenantFactory, TenantKeys, search
 
 ARABIC_MEMORIES = (

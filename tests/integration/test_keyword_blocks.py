@@ -9,8 +9,8 @@ import asyncpg
 import httpx
 import pytest
 
-from app.evaluation.bench import generate_memories, generate_queries
 from app.state import ServiceState
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 from tests.support import TenantFactory, TenantKeys
 
 CORPUS = generate_memories(120, seed=3)

@@ -124,10 +124,11 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert commands == [f"exec {match.group(1)}"]
 
 
-def test_wheel_carries_the_console_and_docs_pages(tmp_path: Path) -> None:
+def test_wheel_carries_the_console_docs_pages_and_client_tools(tmp_path: Path) -> None:
     # Built from a copy, so the build leaves nothing in the work tree.
     source = tmp_path / "src"
-    shutil.copytree(ROOT / "app", source / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("app", "recalld_tools"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     built = subprocess.run(
@@ -153,3 +154,5 @@ def test_wheel_carries_the_console_and_docs_pages(tmp_path: Path) -> None:
     console = {f"app/console/{p.name}" for p in (ROOT / "app" / "console").iterdir()}
     assert "app/console/index.html" in console
     assert console | {"app/api/pages.py"} <= names
+    # `recalld eval`, `bench` and `index` run the client tools, a package of their own.
+    assert {"recalld_tools/evaluation/runner.py", "recalld_tools/upload/indexer.py"} <= names

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.ingest.code_indexer import source_files
 from app.retrieval.globs import glob_to_regex, path_matches
+from recalld_tools.upload.code_indexer import source_files
 from tests.support import TenantFactory
 
 # Each `**/` once stood for its own `(.*/)?`: 22 of them backtracked for minutes on a miss.

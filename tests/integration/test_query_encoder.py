@@ -20,9 +20,9 @@ from app.embeddings import openvino_minilm, torch_minilm
 from app.embeddings.base import Embedder, Vector
 from app.embeddings.factory import build_embedder
 from app.embeddings.torch_minilm import bf16_is_fast
-from app.evaluation.bench import generate_memories, generate_queries
 from app.infra.config import Settings
 from app.state import ServiceState
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 
 # Worst cosine to sentence-transformers' fp32 vector allowed for a query. bfloat16 on OpenVINO
 # measured ≥ 0.99996 over 2,463 queries (docs/benchmarks.md, "Query embedding"); int8 variants,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluation.calibration_fit import family, fit, load, question, report
 from app.retrieval.fusion import map_keyword_score
+from recalld_tools.evaluation.calibration_fit import family, fit, load, question, report
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.evaluation.locomo import parse_session_time
-from app.evaluation.metrics import auroc
-from app.evaluation.runner import (
+from recalld_tools.evaluation.locomo import parse_session_time
+from recalld_tools.evaluation.metrics import auroc
+from recalld_tools.evaluation.runner import (
     Run,
     cross_conversation_probes,
     cross_set_probes,

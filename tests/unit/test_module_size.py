@@ -1,4 +1,4 @@
-"""No module of the server package grows past 400 lines: one that does is doing more than one job."""
+"""No module of the server or of its client tools grows past 400 lines: one that does has more than one job."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
 # Over the limit for now, each with the reason; a waiver goes as soon as its module fits.
 WAIVED = {
-    "app/evaluation/runner.py": "issue 27 moves the evaluation clients out of app/ and splits it then",
+    "recalld_tools/evaluation/runner.py": "moved as it was (issue 27); the evaluation sets are split out next",
 }
 
 
@@ -22,9 +22,8 @@ def _line_count(path: Path) -> int:
 
 
 def _sizes() -> dict[str, int]:
-    return {
-        path.relative_to(ROOT).as_posix(): _line_count(path) for path in sorted((ROOT / "app").rglob("*.py"))
-    }
+    paths = sorted(path for package in ("app", "recalld_tools") for path in (ROOT / package).rglob("*.py"))
+    return {path.relative_to(ROOT).as_posix(): _line_count(path) for path in paths}
 
 
 def test_no_module_over_the_limit() -> None:

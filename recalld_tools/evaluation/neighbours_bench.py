@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.evaluation import bench
+from recalld_tools.evaluation import bench
 
 # The bench's memory corpus seed: both servers' measured tenants hold the same texts.
 CORPUS_SEED = 1

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from app.evaluation.metrics import auroc, ndcg_at_k, recall_at_k
-from app.progress import progress_bar
+from recalld_tools.evaluation.metrics import auroc, ndcg_at_k, recall_at_k
+from recalld_tools.progress import progress_bar
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Embedding runtimes compared in one process: throughput, one-query latency, cosine to the reference.
 
-    python -m app.evaluation.embedding_bench --scifact ../shared/eval/scifact [--rounds 3] [--cosine 2000]
+    python -m recalld_tools.evaluation.embedding_bench --scifact ../shared/eval/scifact [--rounds 3] [--cosine 2000]
 
 Runtimes take turns on the same texts each round (a shared machine's load hits all of them alike);
 medians over the rounds are printed as markdown tables for docs/benchmarks.md. The reference is
@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.evaluation.beir import load_beir
-from app.evaluation.bench import generate_memories, generate_queries
+from recalld_tools.evaluation.beir import load_beir
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 
 Encode = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from app.evaluation.bench import (
+from recalld_tools.evaluation.bench import (
     LoadResult,
     format_results,
     generate_memories,

@@ -1,6 +1,6 @@
 """Query encoders compared one process each: latency, CPU, memory, cosine to the reference, determinism.
 
-    python -m app.evaluation.query_embedding_bench --eval ../shared/eval [--rounds 2]
+    python -m recalld_tools.evaluation.query_embedding_bench --eval ../shared/eval [--rounds 2]
 
 Each runtime runs in a fresh process (its start-up and resident memory are its own), one query per
 call as the service embeds them: the bench's generated queries back to back, then with 50 ms idle
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.evaluation.bench import generate_memories, generate_queries
+from recalld_tools.evaluation.bench import generate_memories, generate_queries
 
 Encode = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 RUNTIMES = ("onnxruntime-fp32:2", "openvino-bf16:1", "openvino-bf16:2")
@@ -165,7 +165,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = []
     for _ in range(args.rounds):
         for runtime in args.runtimes:
-            command = [sys.executable, "-m", "app.evaluation.query_embedding_bench", "--one", runtime]
+            command = [
+                sys.executable,
+                "-m",
+                "recalld_tools.evaluation.query_embedding_bench",
+                "--one",
+                runtime,
+            ]
             command += ["--workdir", str(workdir), "--eval", str(args.eval)]
             out = subprocess.run(command, check=True, stdout=subprocess.PIPE)
             rows.append(json.loads(out.stdout.decode().strip().splitlines()[-1]))

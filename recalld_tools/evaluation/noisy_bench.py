@@ -18,8 +18,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from app.evaluation import bench, load_worker
-from app.evaluation.metrics import summarise
+from recalld_tools.evaluation import bench, load_worker
+from recalld_tools.evaluation.metrics import summarise
 
 NOISY_CLIENTS = 8
 

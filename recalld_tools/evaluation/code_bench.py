@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from app.evaluation.bench import LoadResult, format_results, run_load
-from app.ingest.code_indexer import CodeIndexStats, index_code, source_files
 from app.ingest.code_model import split_identifier
 from app.ingest.code_parser import parse_code
+from recalld_tools.evaluation.bench import LoadResult, format_results, run_load
+from recalld_tools.upload.code_indexer import CodeIndexStats, index_code, source_files
 
 # Ordered small to large; together about 20,000 chunks, of which SQLAlchemy alone is over half.
 DEFAULT_PACKAGES = ("httpx", "starlette", "fastapi", "pydantic", "alembic", "sqlalchemy")

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from app.evaluation import load_worker
-from app.evaluation.metrics import summarise
-from app.progress import progress_bar
+from recalld_tools.evaluation import load_worker
+from recalld_tools.evaluation.metrics import summarise
+from recalld_tools.progress import progress_bar
 
 _SUBJECTS = (
     "The user",

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 
 from app.hashing import content_hash
-from app.ingest.indexer import iter_files
 from app.ingest.paths import CODE_SUFFIXES, MAX_CODE_FILE_CHARS
-from app.progress import progress_bar
+from recalld_tools.progress import progress_bar
+from recalld_tools.upload.indexer import iter_files
 
 BATCH_FILES = 40
 BATCH_BYTES = 2 * 1024 * 1024

@@ -12,13 +12,13 @@ from typing import Any, Literal
 
 import httpx
 
-from app.evaluation.abstention import Probe
-from app.evaluation.beir import load_beir
-from app.evaluation.locomo import TurnFormat, load_locomo
-from app.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
-from app.progress import progress_bar
 from app.retrieval.highlights import STOPWORDS
 from app.retrieval.query import WORD
+from recalld_tools.evaluation.abstention import Probe
+from recalld_tools.evaluation.beir import load_beir
+from recalld_tools.evaluation.locomo import TurnFormat, load_locomo
+from recalld_tools.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k, summarise
+from recalld_tools.progress import progress_bar
 
 SetKind = Literal["beir", "conversations"]
 # Episodes of a conversation set must outlive any reuse of a kept evaluation database.

@@ -1,7 +1,7 @@
 """Fit the calibrated score offline from dumped legs, and show how it holds on a set it was not fitted on.
 
     recalld eval SETS... --abstention --dump-legs DIR --reuse     # once: the legs, positives and negatives
-    python -m app.evaluation.calibration_fit DIR [--floors 0.03 0.045 0.06]
+    python -m recalld_tools.evaluation.calibration_fit DIR [--floors 0.03 0.045 0.06]
 
 Every record of DIR/*.jsonl is one question: its keyword and semantic top 100 (ids, the raw scores
 the service fuses), the idf of its terms in the tenant it was asked of, and its judged answers
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.evaluation.metrics import auroc, ndcg_at_k, recall_at_k
 from app.retrieval import calibration
 from app.retrieval.fusion import fuse_adaptive, unmap_keyword_score
 from app.retrieval.hits import Hit, Leg
+from recalld_tools.evaluation.metrics import auroc, ndcg_at_k, recall_at_k
 
 # The legs were dumped at the service's leg depth.
 DEPTH = 100
@@ -297,7 +297,7 @@ def report(questions: Sequence[Question], floors: Sequence[float], l2: float = L
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: python -m app.evaluation.calibration_fit DIR [--floors ...] [--l2 ...]."""
+    """Command line: python -m recalld_tools.evaluation.calibration_fit DIR [--floors ...] [--l2 ...]."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -15,7 +15,7 @@ import pathspec
 
 from app.hashing import content_hash
 from app.ingest.paths import DOCUMENT_SUFFIXES
-from app.progress import progress_bar
+from recalld_tools.progress import progress_bar
 
 ALWAYS_SKIPPED = (
     ".git",

@@ -1,0 +1,1 @@
+"""`recalld index`: folders of markdown and source trees uploaded through the API."""
