@@ -61,7 +61,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
 
 def _eval_sets(args: argparse.Namespace) -> list[Any]:
     from recalld_tools.evaluation.locomo import TurnFormat
-    from recalld_tools.evaluation.runner import load_set, short_queries
+    from recalld_tools.evaluation.sets import load_set, short_queries
 
     formats: list[TurnFormat] = (
         ["episodes", "transcript"] if args.locomo_format == "both" else [args.locomo_format]
@@ -83,7 +83,6 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     from recalld_tools.evaluation import abstention
     from recalld_tools.evaluation.runner import (
         DEFAULT_RUNS,
-        EvalSet,
         Run,
         SetReport,
         TermIdf,
@@ -97,6 +96,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         positive_probes,
         summary_markdown,
     )
+    from recalld_tools.evaluation.sets import EvalSet
 
     try:
         sets: list[EvalSet] = _eval_sets(args)

@@ -14,12 +14,10 @@ from recalld_tools.evaluation.runner import (
     Run,
     cross_conversation_probes,
     cross_set_probes,
-    load_set,
     negative_sources,
     positive_probes,
-    short_queries,
-    short_query,
 )
+from recalld_tools.evaluation.sets import load_set, short_queries, short_query
 
 CONVERSATION = [
     {
