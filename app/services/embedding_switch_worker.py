@@ -295,11 +295,14 @@ class SwitchWorker:
         except Exception as exc:
             self._back_off(run, exc)
             raise _NewModelFailed from exc
+        stored = 0
         for tenant_id, pairs in itertools.groupby(
             zip(rows, vectors, strict=True), key=lambda p: p[0].tenant_id
         ):
-            run.done += await repo.store_pending(conn, tenant_id=tenant_id, vectors=list(pairs))
-        return True
+            stored += await repo.store_pending(conn, tenant_id=tenant_id, vectors=list(pairs))
+        run.done += stored
+        # Under the lock every one is stored; were one not, the cut-over would leave it without a vector.
+        return stored == len(rows)
 
     async def _abort(self, conn: asyncpg.Connection) -> None:
         state = self._state
