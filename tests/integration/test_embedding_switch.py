@@ -103,6 +103,7 @@ async def test_a_switch_from_the_local_model_to_768_under_writes_and_searches(
             pool_max_size=4,
             embedding_switch_batch_size=8,
             embedding_switch_requests_per_second=4,  # paced: the switch takes a few seconds
+            rate_limit_per_second=0,  # three clients on one key; not about the rate limit
         )
         async with running(create_app(local)) as app:
             state: ServiceState = app.state.service
@@ -544,8 +545,10 @@ async def test_an_outage_of_the_new_models_endpoint_pauses_the_switch_and_refuse
 async def _switch_under_unpaused_load(settings: Settings, new_url: str) -> None:
     """Switch to stub-768 while a writer and a searcher send request after request with no pause.
 
-    Every search returns (and counts a reference on) the memories the worker is embedding.
+    Every search returns (and counts a reference on) the memories the worker is embedding. The
+    per-key rate limit is off: two clients without pause exceed it, and this is not about it.
     """
+    settings = settings.model_copy(update={"rate_limit_per_second": 0})
     async with running(create_app(settings)) as app:
         state: ServiceState = app.state.service
         owner = await connect(await resolve_dsn(settings))
