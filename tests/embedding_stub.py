@@ -43,12 +43,20 @@ def stub_vector(text: str, dim: int) -> list[float]:
     return [float(x) for x in (total / norm if norm > 0 else total)]
 
 
+def _set_event() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class StubState:
     """What the stand-in serves and what it saw; tests change it while it runs."""
 
     dim: int
     latency_seconds: float = 0.0
+    # Requests wait while this is clear: a test holds a request in flight for as long as it needs.
+    gate: threading.Event = field(default_factory=lambda: _set_event())
     # Answer this status to the next `failures` requests (then serve normally); -1: always.
     failure_status: int = 503
     failures: int = 0
@@ -80,6 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
             state.seen.update(texts)
             if state.failures > 0:
                 state.failures -= 1
+        state.gate.wait()
         if state.latency_seconds:
             time.sleep(state.latency_seconds)
         if self.path.rstrip("/") != "/v1/embeddings":

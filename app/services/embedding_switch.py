@@ -169,7 +169,7 @@ async def abort_switch(conn: asyncpg.Connection) -> dict[str, Any]:
 
 
 def _worker_alive(record: dict[str, Any]) -> bool:
-    heartbeat = record.get("progress", {}).get("heartbeat")
+    heartbeat = record.get("heartbeat")
     return heartbeat is not None and time.time() - float(heartbeat) < WORKER_STALE_SECONDS
 
 

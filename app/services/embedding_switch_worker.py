@@ -39,7 +39,7 @@ from app.state import ServiceState
 
 log = logging.getLogger("recalld.embedding_switch")
 
-# How often a running worker reports its progress (heartbeat, rate).
+# How often a running worker reports its progress (rate, state) and that it runs (heartbeat).
 REPORT_SECONDS = 2.0
 # Waits after the provider failed (on top of its client's own retries): doubling up to the cap.
 BACKOFF_SECONDS = 1.0
@@ -88,6 +88,7 @@ class SwitchWorker:
 
     async def run_forever(self) -> None:
         """The lifespan task: reconnects after failures, until cancelled."""
+        beat = asyncio.create_task(self._beat())
         try:
             while True:
                 try:
@@ -106,7 +107,36 @@ class SwitchWorker:
                     log.exception("embedding switch worker failed; retrying in %.0f s", MAX_BACKOFF_SECONDS)
                     await asyncio.sleep(MAX_BACKOFF_SECONDS)
         finally:
+            beat.cancel()
             self._detach()
+
+    async def _beat(self) -> None:
+        """Record that this worker runs the switch, every REPORT_SECONDS while one is attached.
+
+        Off the batches' path, on a connection of its own: a batch, a cut-over's drain or a pause
+        for the provider can each take longer than WORKER_STALE_SECONDS under load, and a heartbeat
+        written between batches then told `recalld embeddings status` the worker was not running.
+        """
+        conn: asyncpg.Connection | None = None
+        try:
+            while True:
+                if self._run is None:
+                    if conn is not None:
+                        conn.terminate()
+                        conn = None
+                else:
+                    try:
+                        conn = conn or await connect(self._dsn)
+                        await repo.merge_switch_record(conn, {"heartbeat": time.time()})
+                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                        log.warning("embedding switch heartbeat: %s; retrying", exc)
+                        if conn is not None:
+                            conn.terminate()
+                            conn = None
+                await asyncio.sleep(REPORT_SECONDS)
+        finally:
+            if conn is not None:
+                conn.terminate()
 
     async def step(self, conn: asyncpg.Connection) -> bool:
         """One unit of work; False when there was none (nothing recorded, or waiting)."""
@@ -119,7 +149,7 @@ class SwitchWorker:
         if record.get("state") == "aborting":
             await self._abort(conn)
             return True
-        run = self._run or await self._attach(record)
+        run = self._run or await self._attach(conn, record)
         if run is None:
             return False
         if run.backoff and time.monotonic() < run.next_request_at:
@@ -130,10 +160,12 @@ class SwitchWorker:
             await self._report(conn, run)
         return worked
 
-    async def _attach(self, record: dict[str, Any]) -> _Run | None:
+    async def _attach(self, conn: asyncpg.Connection, record: dict[str, Any]) -> _Run | None:
         embedder = self._state.embedder
         if embedder is None:
             return None
+        # A heartbeat before writes use the new model: an abort that sees none drops its column itself.
+        await repo.merge_switch_record(conn, {"heartbeat": time.time()})
         target = record["target"]
         identity = EmbedderIdentity(target["provider"], target["model"], int(target["dim"]))
         try:
@@ -142,7 +174,9 @@ class SwitchWorker:
             )
         except Exception as exc:
             log.warning("embedding switch: cannot load %s (%s); retrying", label(target), exc)
-            self._state.embedding_switch = {"state": f"cannot load the new model: {exc}"}
+            progress = {"state": f"cannot load the new model: {exc}", "rate": 0.0}
+            await repo.merge_switch_record(conn, {"progress": progress})
+            self._state.embedding_switch = {"state": progress["state"]}
             return None
         assert built is not None
         # From here on, writes embed with both models.
@@ -220,7 +254,7 @@ class SwitchWorker:
                 await see_every_tenant(conn)
                 run.total, run.done = await repo.pending_counts(conn)
         run.reported_at = now
-        progress = {"state": run.state, "rate": round(run.rate(), 2), "heartbeat": time.time()}
+        progress = {"state": run.state, "rate": round(run.rate(), 2)}
         await repo.merge_switch_record(conn, {"progress": progress})
         run.record["progress"] = progress
         self._state.embedding_switch = progress_view(run.record, done=run.done, total=run.total)

@@ -644,3 +644,47 @@ async def test_writes_the_new_model_failed_do_not_hold_the_cut_over_off(fresh_di
             update={"embedding_max_retries": 0, "embedding_switch_requests_per_second": 0}
         )
         await _switch_under_unpaused_load(settings, new_url)
+
+
+async def test_status_says_the_worker_runs_while_a_slow_request_holds_its_batch(fresh_dir: Path) -> None:
+    # The new model's endpoint (the stub) holds the first batch's request until the test lets it
+    # go: longer than a batch ever took in the other tests, as a slow provider or a loaded machine does.
+    with embedding_stub(384) as (old_url, _), embedding_stub(768) as (new_url, new_stub):
+        new_stub.gate.clear()
+        settings = _stub_settings(fresh_dir, old_url, 384).model_copy(
+            update={"embedding_timeout_seconds": 600, "embedding_switch_requests_per_second": 0}
+        )
+        async with running(create_app(settings)) as app:
+            state: ServiceState = app.state.service
+            owner = await connect(await resolve_dsn(settings))
+            try:
+                headers = {"Authorization": f"Bearer {await _writer_key(owner)}"}
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                    for i in range(6):
+                        r = await http.post("/v1/facts", json={"content": f"Heron {i}"}, headers=headers)
+                        assert r.status_code == 201
+                await switching.start_switch(
+                    owner,
+                    settings,
+                    provider_name="openai",
+                    model="stub-768",
+                    dim=768,
+                    base_url=new_url,
+                    api_key_file=None,
+                )
+                await _wait(lambda: bool(new_stub.requests))
+                # Held longer than a heartbeat may be old: a worker that beat only between batches
+                # looked dead by now.
+                await asyncio.sleep(switching.WORKER_STALE_SECONDS + 1)
+                assert len(new_stub.requests) == 1 and state.embedder is not None
+                # The CLI says the worker runs, with its progress, not "not running".
+                env = _env(fresh_dir, old_url, 384)
+                status = (await asyncio.to_thread(_recalld, env, "embeddings", "status")).stdout
+                assert "switch: to openai/stub-768" in status, status
+                assert "switch worker: not running" not in status and "switch rate:" in status, status
+                new_stub.gate.set()
+                await _wait(lambda: state.embedder is not None and state.embedder.identity.dim == 768, 120)
+            finally:
+                new_stub.gate.set()
+                await owner.close()
