@@ -74,36 +74,38 @@ async def representations(db: Database, *, tenant_id: str, rows: Sequence[NewMem
 
 
 async def reindex_followers(
-    db: Database, *, tenant_id: str, keys: Sequence[TurnKey], written: Collection[uuid.UUID] = ()
+    conn: asyncpg.Connection, *, tenant_id: str, keys: Sequence[TurnKey], written: Collection[uuid.UUID] = ()
 ) -> int:
-    """Re-index the keyword text of the stored turns that now follow a written or deleted turn; returns how many."""
+    """Re-index the keyword text of the stored turns that now follow a written or deleted turn; returns how many.
+
+    Runs in the transaction of the write or delete that moved the turns: done after its commit, a
+    failure here answered an error for a change that was already stored.
+    """
     if not keys or PREVIOUS_TURNS == 0:
         return 0
-    async with db.transaction([tenant_id], readonly=True) as conn:
-        followers = [
-            f
-            for f in await turns_after(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
-            if f[0].id not in written
-        ]
-        before = await turns_before(
-            conn, tenant_id=tenant_id, keys=[key for key, _, _ in followers], count=PREVIOUS_TURNS
-        )
+    followers = [
+        f
+        for f in await turns_after(conn, tenant_id=tenant_id, keys=keys, count=PREVIOUS_TURNS)
+        if f[0].id not in written
+    ]
     if not followers:
         return 0
-    async with db.transaction([tenant_id]) as conn:
-        await update_representations(
-            conn,
-            tenant_id=tenant_id,
-            rows=[
-                (
-                    key.id,
-                    search_text_for(
-                        episode_representation([text for _, text in reversed(before[key.id])], content), tags
-                    ),
-                )
-                for key, content, tags in followers
-            ],
-        )
+    before = await turns_before(
+        conn, tenant_id=tenant_id, keys=[key for key, _, _ in followers], count=PREVIOUS_TURNS
+    )
+    await update_representations(
+        conn,
+        tenant_id=tenant_id,
+        rows=[
+            (
+                key.id,
+                search_text_for(
+                    episode_representation([text for _, text in reversed(before[key.id])], content), tags
+                ),
+            )
+            for key, content, tags in followers
+        ],
+    )
     return len(followers)
 
 

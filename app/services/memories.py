@@ -205,9 +205,9 @@ async def forget(db: Database, principal: Principal, memory_id: uuid.UUID) -> No
             await code_repo.forget_content_hash(
                 conn, tenant_id=tenant_id, repository=deleted.repository, path=deleted.path
             )
+        elif deleted.kind == "episode" and deleted.session_id is not None and deleted.butler is not None:
+            key = TurnKey(deleted.butler, deleted.session_id, deleted.created_at, memory_id)
+            await conversation.reindex_followers(conn, tenant_id=tenant_id, keys=[key])
         return deleted
 
-    deleted = await db.run([tenant_id], work)
-    if deleted.kind == "episode" and deleted.session_id is not None and deleted.butler is not None:
-        key = TurnKey(deleted.butler, deleted.session_id, deleted.created_at, memory_id)
-        await conversation.reindex_followers(db, tenant_id=tenant_id, keys=[key])
+    await db.run([tenant_id], work)

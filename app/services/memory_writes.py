@@ -266,6 +266,11 @@ async def write_memories(
         await supersede(conn)
         await insert(conn)
         written = [r for r in rows if r.id not in truth.duplicate_of]
+        # A turn written into the middle of a session changes what the turn after it is indexed with.
+        turns = conversation.turn_keys(written)
+        await conversation.reindex_followers(
+            conn, tenant_id=tenant_id, keys=turns, written={t.id for t in turns}
+        )
         if written:
             await ensure_within_quota(conn, tenant_id=tenant_id, quota=quota)
         stored = await repo.fetch_memories(conn, tenant_ids=[tenant_id], ids=[r.id for r in written])
@@ -288,9 +293,6 @@ async def write_memories(
     existing.update(won)
     if won:
         ensure_same_writes(items, existing)
-    # A turn written into the middle of a session changes what the turn after it is indexed with.
-    turns = conversation.turn_keys([r for r in rows if r.id not in truth.duplicate_of])
-    await conversation.reindex_followers(db, tenant_id=tenant_id, keys=turns, written={t.id for t in turns})
     out: list[dict[str, Any]] = []
     for n, (item, planned) in enumerate(zip(items, plan, strict=True)):
         if n in same_as:
