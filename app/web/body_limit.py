@@ -13,6 +13,7 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import error_body
+from app.web.asgi_json import send_json_error
 
 # The operations whose bodies carry whole files or many memories get the upload cap.
 UPLOAD_ROUTES = frozenset(
@@ -92,15 +93,5 @@ async def _refuse(send: Send, limit: int) -> None:
             {"limit_bytes": limit},
         )
     ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(payload)),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    # The unread rest of the body cannot be skipped cheaply: the connection ends with this answer.
+    await send_json_error(send, 413, payload, close=True)

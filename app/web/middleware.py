@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.errors import INTERNAL_ERROR_BODY, error_body
 from app.metrics import REQUEST_LATENCY
 from app.model_gate import ModelGate
+from app.web.asgi_json import send_json_error
 from app.web.http_errors import log_unexpected
 
 _NUL_BODY = json.dumps(error_body("validation_error", "the URL contains a NUL character (%00)")).encode()
@@ -48,17 +49,7 @@ class RequestMiddleware:
             await self.app(scope, receive, send)
             return
         if _has_nul(scope):
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 422,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", b"%d" % len(_NUL_BODY)),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": _NUL_BODY})
+            await send_json_error(send, 422, _NUL_BODY)
             return
         started = time.perf_counter()
         status = 500
@@ -81,17 +72,7 @@ class RequestMiddleware:
             log_unexpected(scope["method"], scope["path"], exc)
             if response_started:
                 raise  # half a response is out; only closing the connection can end it
-            await send_observed(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", b"%d" % len(INTERNAL_ERROR_BODY)),
-                    ],
-                }
-            )
-            await send_observed({"type": "http.response.body", "body": INTERNAL_ERROR_BODY})
+            await send_json_error(send_observed, 500, INTERNAL_ERROR_BODY)
         finally:
             route = scope.get("route")
             template = route.path if isinstance(route, Route) else "unmatched"
