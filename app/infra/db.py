@@ -15,6 +15,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from app.errors import ApiError
 from app.infra.config import Settings
 from app.infra.embedded_pg import (
     DATABASE_NAME,
@@ -92,6 +93,9 @@ async def acquire(pool: asyncpg.Pool, wait_seconds: float) -> AsyncIterator[asyn
         await pool.release(conn)
 
 
+# Every tenant table references tenant(id) through a constraint named <table>_tenant_fkey (migrations).
+TENANT_FOREIGN_KEY_SUFFIX = "_tenant_fkey"
+
 # A whole unit of work is re-run this many times at most when PostgreSQL aborts it for a
 # serialization failure or a deadlock (40001/40P01); the wait between tries grows and is jittered
 # so the transactions that collided do not collide again.
@@ -121,14 +125,31 @@ class Database:
         synchronous_commit: bool = True,
         snapshot: bool = False,
     ) -> AsyncIterator[asyncpg.Connection]:
-        """A connection in one tenant transaction, returned to the pool when the block ends."""
-        async with (
-            self.connection() as conn,
-            tenant_transaction(
-                conn, tenant_ids, readonly=readonly, synchronous_commit=synchronous_commit, snapshot=snapshot
-            ),
-        ):
-            yield conn
+        """A connection in one tenant transaction, returned to the pool when the block ends.
+
+        A write whose tenant was deleted after its key was accepted fails the tenant foreign key
+        of whatever it inserts first: that is the client's 404, and the transaction stored nothing.
+        """
+        try:
+            async with (
+                self.connection() as conn,
+                tenant_transaction(
+                    conn,
+                    tenant_ids,
+                    readonly=readonly,
+                    synchronous_commit=synchronous_commit,
+                    snapshot=snapshot,
+                ),
+            ):
+                yield conn
+        except asyncpg.ForeignKeyViolationError as exc:
+            if not (exc.constraint_name or "").endswith(TENANT_FOREIGN_KEY_SUFFIX):
+                raise
+            raise ApiError(
+                404,
+                "not_found",
+                "tenant not found: it was deleted while this request ran; nothing was stored",
+            ) from exc
 
     async def run[T](
         self,
