@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -13,8 +11,8 @@ from uuid import UUID
 import httpx
 from pydantic import BaseModel
 
-from recalld_client import _core
-from recalld_client._core import Call, check, make_call, parse
+from recalld_client import _core, _export, _transport
+from recalld_client._core import Call, make_call, parse
 from recalld_client.models import (
     BatchItem,
     BatchOut,
@@ -101,29 +99,7 @@ class Client:
         self.close()
 
     def _send(self, call: Call) -> httpx.Response:
-        settings = self._settings
-        attempt = 0
-        while True:
-            try:
-                response = self._http.request(
-                    call.method,
-                    settings.base_url + call.path,
-                    params=call.params,
-                    json=call.json,
-                    content=call.content,
-                    headers={**settings.headers(), **(call.headers or {})},
-                    timeout=settings.timeout,
-                )
-            except httpx.TransportError as exc:
-                delay = settings.transport_retry_delay(attempt, call, exc)
-                if delay is None:
-                    raise _core.transport_error(settings, call, exc) from exc
-            else:
-                delay = settings.retry_delay(attempt, response)
-                if delay is None:
-                    return check(response)
-            time.sleep(delay)
-            attempt += 1
+        return _transport.send(self._http, self._settings, call)
 
     def _write(self, operation: str, model: type[BaseModel], values: Mapping[str, Any]) -> Call:
         return _core.write_call(operation, _core.body(model, values), self._settings.idempotency_keys)
@@ -394,6 +370,25 @@ class Client:
     # Export.
 
     def tenant_export(self, *, with_embeddings: bool | None = None) -> list[dict[str, Any]]:
-        """Every memory, document and code file of the key's tenant: the NDJSON lines, parsed."""
-        text = (self._send(make_call("tenant_export", params={"with_embeddings": with_embeddings}))).text
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        """Every memory, document and code file of the key's tenant: the NDJSON lines, parsed, all in memory."""
+        return list(self.iter_tenant_export(with_embeddings=with_embeddings))
+
+    def iter_tenant_export(self, *, with_embeddings: bool | None = None) -> Iterator[dict[str, Any]]:
+        """The export's lines, parsed one at a time as they arrive; APIConnectionError when it was cut off."""
+        call = _export.export_call(with_embeddings)
+        response = _transport.send(self._http, self._settings, call, stream=True)
+        try:
+            yield from _export.parse_lines(response)
+        finally:
+            response.close()
+
+    def tenant_export_to(
+        self, file: _export.ExportTarget, *, with_embeddings: bool | None = None
+    ) -> dict[str, int]:
+        """Stream the export into a file (a path, gzip if it ends in .gz, or a binary file); rows per table."""
+        call = _export.export_call(with_embeddings)
+        response = _transport.send(self._http, self._settings, call, stream=True)
+        try:
+            return _export.save(response, file)
+        finally:
+            response.close()
