@@ -117,7 +117,8 @@ async def upload_document(
     rescope = stored is not None and stored.scope != scope
     vectors = await _embed_by_hash(embedder, _plan_chunks(chunks, existing, rescope=rescope).fresh)
     now = datetime.now(UTC)
-    async with db.transaction([tenant_id]) as conn:
+
+    async def work(conn: asyncpg.Connection) -> UploadResult:
         await chunk_repo.lock_path(conn, tenant_id=tenant_id, path=path)
         # Another upload of the path may have committed since the snapshot: plan again on what is
         # stored now; a chunk the snapshot did not foresee (rare) is embedded here.
@@ -156,7 +157,11 @@ async def upload_document(
         await doc_repo.upsert_document(
             conn, tenant_id=tenant_id, path=path, content=content, content_hash=file_hash, scope=scope
         )
-    return UploadResult(path=path, chunks=len(chunks), embedded=len(fresh), unchanged=False)
+        return UploadResult(path=path, chunks=len(chunks), embedded=len(fresh), unchanged=False)
+
+    # A deadlock or serialization failure with a concurrent writer rolls the try back whole and
+    # runs it again; vectors embedded by a failed try are kept, they depend on the text alone.
+    return await db.run([tenant_id], work)
 
 
 def _unchanged(stored: doc_repo.StoredDocument | None, file_hash: str, scope: str) -> bool:

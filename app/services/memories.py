@@ -109,8 +109,11 @@ async def memory_history(db: Database, principal: Principal, memory_id: uuid.UUI
 
 async def get_memory(db: Database, principal: Principal, memory_id: uuid.UUID) -> dict[str, Any]:
     """memory_get: one memory, counted as a retrieval."""
-    async with db.transaction([principal.tenant_id], synchronous_commit=False) as conn:
-        rows = await repo.bump_references(conn, tenant_ids=[principal.tenant_id], ids=[memory_id])
+
+    async def work(conn: asyncpg.Connection) -> dict[uuid.UUID, asyncpg.Record]:
+        return await repo.bump_references(conn, tenant_ids=[principal.tenant_id], ids=[memory_id])
+
+    rows = await db.run([principal.tenant_id], work, synchronous_commit=False)
     row = rows.get(memory_id)
     if row is None:
         raise not_found()

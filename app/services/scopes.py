@@ -167,10 +167,13 @@ async def store_scope_settings(
     db: Database, *, tenant_id: str, scope: str, settings: ScopeSettings
 ) -> ScopeSettings:
     """Persist a scope's settings (replacing earlier ones)."""
-    async with db.transaction([tenant_id]) as conn:
+
+    async def work(conn: asyncpg.Connection) -> None:
         await put_scope_settings(
             conn, tenant_id=tenant_id, scope=scope, settings=settings.model_dump(exclude_none=True)
         )
+
+    await db.run([tenant_id], work)
     return settings
 
 
