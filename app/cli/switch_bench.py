@@ -1,13 +1,15 @@
 """An embedding model switch measured under load: items/s, errors, lost writes, vectors of the new model.
 
     python -m app.cli.switch_bench --data-dir /tmp/sw-bench --memories 5000 \\
-        [--searchers 4] [--writers 1] [--round-trip] [--requests-per-second 0]
+        [--searchers 4] [--writers 1] [--round-trip] [--requests-per-second 0] \\
+        [--requests-in-flight 4] [--switch-batch-size 128] [--stub-latency 0]
 
 One process serves a fresh data directory with the local MiniLM (384), loads `--memories`
 synthetic memories, then switches to an OpenAI-compatible 768-dimension model and (with
 --round-trip) back to the local model, while `--searchers` clients search and `--writers` write
 without pause. The 768-dimension endpoint is tests/embedding_stub.py, a labelled TEST DOUBLE
 (deterministic vectors; a checkout is needed): what it measures is recalld's switch, not a model.
+`--stub-latency` makes the double wait that long before each answer, as a distant or loaded API does.
 Prints one markdown row per switch for docs/benchmarks.md.
 """
 
@@ -181,12 +183,14 @@ async def main(args: argparse.Namespace) -> None:
         raise SystemExit(
             "run from a recalld checkout: the 768-dimension endpoint is tests/embedding_stub.py"
         ) from exc
-    with embedding_stub(768) as (url, _):
+    with embedding_stub(768, latency_seconds=args.stub_latency) as (url, _):
         settings = Settings(
             data_dir=Path(args.data_dir),
             database_url=None,
             embedding_provider="local",
             embedding_switch_requests_per_second=args.requests_per_second,
+            embedding_switch_requests_in_flight=args.requests_in_flight,
+            embedding_switch_batch_size=args.switch_batch_size,
         )
         app = create_app(settings)
         async with app.router.lifespan_context(app):
@@ -231,7 +235,11 @@ async def main(args: argparse.Namespace) -> None:
                     # Back on the same model, every memory's vector should be what it was before.
                     agreement = min(float(np.dot(before[k], after[k])) for k in before)
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f}; {args.searchers} searchers, {args.writers} writers")
+    print(
+        f"load average {load[0]:.2f}; {args.searchers} searchers, {args.writers} writers; "
+        f"{args.switch_batch_size} memories per step, at most {args.requests_in_flight} requests in flight, "
+        f"the double answering after {args.stub_latency} s"
+    )
     if agreement is not None:
         print(
             f"after the round trip, the lowest cosine of a memory's vector to its vector before: {agreement:.6f}"
@@ -265,6 +273,21 @@ def cli() -> None:
     parser.add_argument("--round-trip", action="store_true", help="switch back to the local model afterwards")
     parser.add_argument(
         "--requests-per-second", type=float, default=0.0, help="the switch's pacing (0: none)"
+    )
+    parser.add_argument(
+        "--requests-in-flight",
+        type=int,
+        default=Settings.model_fields["embedding_switch_requests_in_flight"].default,
+        help="requests the switch keeps in flight to the 768-dimension endpoint",
+    )
+    parser.add_argument(
+        "--switch-batch-size",
+        type=int,
+        default=Settings.model_fields["embedding_switch_batch_size"].default,
+        help="memories the switch re-embeds per step",
+    )
+    parser.add_argument(
+        "--stub-latency", type=float, default=0.0, help="seconds the test double waits before each answer"
     )
     asyncio.run(main(parser.parse_args()))
 

@@ -86,6 +86,7 @@ class Embedder:
         cache_size: int,
         scripts: frozenset[str] | None = None,
         on_close: Callable[[], None] | None = None,
+        background_workers: int = 1,
     ) -> None:
         self.identity = identity
         self._on_close = on_close
@@ -104,9 +105,10 @@ class Embedder:
         )
         self._document_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder-documents")
         # Bulk work nobody waits on (a model switch re-embedding every memory) has a lane of its own:
-        # in the documents' lane each write waited behind a whole background batch.
+        # in the documents' lane each write waited behind a whole background batch. An endpoint
+        # over HTTP gets several threads, one per request the switch keeps in flight.
         self._background_executor = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="embedder-background"
+            max_workers=background_workers, thread_name_prefix="embedder-background"
         )
         # Keyed by (tenant id, text): identical queries of two tenants never share a future either.
         self._pending: dict[tuple[str, str], asyncio.Future[Vector]] = {}

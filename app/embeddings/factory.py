@@ -256,6 +256,8 @@ class OpenAICompatible:
             cache_size=settings.query_cache_size,
             scripts=_declared_scripts(settings, None),
             on_close=close,
+            # httpx.Client may be shared between threads.
+            background_workers=settings.embedding_switch_requests_in_flight,
         )
 
     @staticmethod

@@ -130,6 +130,14 @@ class Settings(BaseSettings):
         description="Requests per second a model switch sends to an `openai` endpoint (0: no limit); a "
         "429 or 5xx is retried with backoff, then the switch waits and tries again.",
     )
+    embedding_switch_requests_in_flight: int = Field(
+        default=4,
+        ge=1,
+        le=32,
+        description="Requests a model switch keeps in flight at once to an `openai` endpoint (a step's "
+        "memories in requests of RECALLD_EMBEDDING_BATCH_SIZE texts), so the endpoint's latency does "
+        "not bound the rate; each still starts within RECALLD_EMBEDDING_SWITCH_REQUESTS_PER_SECOND.",
+    )
     query_cache_size: int = 2048
 
     default_fusion: FusionName = Field(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import time
 import uuid
 from collections import deque
@@ -21,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from app.embeddings.base import Embedder, EmbedderIdentity
+from app.embeddings.base import Embedder, EmbedderIdentity, Vector
 from app.embeddings.factory import build_embedder, serve_hint
 from app.infra.db import connect
 from app.repositories import embedding_switch as repo
@@ -208,10 +207,8 @@ class SwitchWorker:
             # so the gate is not closed again at once.
             return await self._cut_over(conn, run)
         tenant = str(rows[0].tenant_id)
-        texts = embedding_texts(rows)
-        await self._pace(run, len(texts))
         try:
-            vectors = await run.target.embed_documents(texts, background=True)
+            vectors = await self._embed(run, embedding_texts(rows))
         except Exception as exc:  # the provider is down or answers wrongly: wait, then the same batch again
             self._back_off(run, exc)
             return False
@@ -233,17 +230,43 @@ class SwitchWorker:
         run.state = f"waiting for the new model's provider ({exc}); next try in {run.backoff:.0f} s"
         log.warning("embedding switch: %s", run.state)
 
-    async def _pace(self, run: _Run, texts: int) -> None:
-        """Keep an `openai` target within its requests-per-second setting."""
+    async def _embed(self, run: _Run, texts: list[str]) -> list[Vector]:
+        """The new model's vectors of texts; an `openai` target's requests go several at a time, paced.
+
+        One request at a time, an endpoint's latency bounded the rate, not the requests-per-second
+        setting. Requests of RECALLD_EMBEDDING_BATCH_SIZE texts, at most
+        RECALLD_EMBEDDING_SWITCH_REQUESTS_IN_FLIGHT at once, each started within the pace. Only the
+        embedding runs concurrently: the worker's connection serves one statement at a time.
+        """
         settings = self._state.settings
-        per_second = settings.embedding_switch_requests_per_second
-        if run.record["target"]["provider"] != "openai" or per_second <= 0:
+        if run.record["target"]["provider"] != "openai":
+            return await run.target.embed_documents(texts, background=True)
+        slots = asyncio.Semaphore(settings.embedding_switch_requests_in_flight)
+
+        async def request(part: list[str]) -> list[Vector]:
+            async with slots:
+                await self._pace(run)
+                return await run.target.embed_documents(part, background=True)
+
+        size = settings.embedding_batch_size
+        requests = [asyncio.ensure_future(request(texts[i : i + size])) for i in range(0, len(texts), size)]
+        try:
+            parts = await asyncio.gather(*requests)
+        finally:
+            for unfinished in requests:  # one failed: the rest are not waited for
+                unfinished.cancel()
+        return [vector for part in parts for vector in part]
+
+    async def _pace(self, run: _Run) -> None:
+        """Start one request within the requests-per-second setting (slots are taken in turn)."""
+        per_second = self._state.settings.embedding_switch_requests_per_second
+        if per_second <= 0:
             return
-        wait = run.next_request_at - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        requests = math.ceil(texts / settings.embedding_batch_size)
-        run.next_request_at = time.monotonic() + requests / per_second
+        now = time.monotonic()
+        start = max(now, run.next_request_at)
+        run.next_request_at = start + 1 / per_second
+        if start > now:
+            await asyncio.sleep(start - now)
 
     async def _report(self, conn: asyncpg.Connection, run: _Run, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -323,9 +346,8 @@ class SwitchWorker:
             return False
         if not rows:
             return True
-        await self._pace(run, len(rows))
         try:
-            vectors = await run.target.embed_documents(embedding_texts(rows), background=True)
+            vectors = await self._embed(run, embedding_texts(rows))
         except Exception as exc:
             self._back_off(run, exc)
             raise _NewModelFailed from exc

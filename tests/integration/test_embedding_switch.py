@@ -602,3 +602,34 @@ async def test_status_says_the_worker_runs_while_a_slow_request_holds_its_batch(
             await service.switched()
     finally:
         stubs.new.gate.set()
+
+
+async def test_a_switch_keeps_a_few_requests_in_flight_to_an_api_and_no_more(stubs: Stubs) -> None:
+    # One request at a time, the endpoint's latency bounded the switch's rate: the stand-in holds
+    # every request until the test lets them go, and counts how many came meanwhile.
+    stubs.new.gate.clear()
+    settings = stubs.settings.model_copy(
+        update={
+            "embedding_switch_batch_size": 12,
+            "embedding_batch_size": 2,
+            "embedding_switch_requests_in_flight": 3,
+            "embedding_switch_requests_per_second": 0,
+            "embedding_timeout_seconds": 600,
+        }
+    )
+    try:
+        async with _service(settings) as service:
+            await service.facts(f"Heron {i} by the lake" for i in range(12))
+            await service.start_stub_switch(stubs.new_url)
+            await _wait(lambda: len(stubs.new.requests) >= 3)
+            await asyncio.sleep(1.0)  # time enough for a fourth, were one sent
+            assert len(stubs.new.requests) == 3
+            stubs.new.gate.set()
+            await service.switched()
+            await _every_tenant(service.owner)
+            stored = await service.owner.fetch("SELECT content, embedding FROM memory")
+            assert len(stored) == 12
+            assert all(_cosine(r["embedding"], stub_vector(r["content"], 768)) > 0.999 for r in stored)
+        assert all(len(r["input"]) <= 2 for r in stubs.new.requests)
+    finally:
+        stubs.new.gate.set()
