@@ -116,6 +116,18 @@ def probability_of(values: Sequence[float], coefficients: Sequence[float]) -> fl
     return 1.0 / (1.0 + math.exp(-z))
 
 
+def logistic_line(query: QueryEvidence) -> tuple[float, float]:
+    """The logistic's argument for this query as (intercept plus the query's evidence, the adaptive score's coefficient)."""
+    rest = features(0.0, query)[1:]
+    return COEFFICIENTS[0] + sum(c * v for c, v in zip(COEFFICIENTS[2:], rest, strict=True)), COEFFICIENTS[1]
+
+
+def on_line(line: tuple[float, float], adaptive: float) -> float:
+    """The calibrated probability of an adaptive score, on a query's logistic_line."""
+    constant, slope = line
+    return 1.0 / (1.0 + math.exp(-(constant + slope * adaptive)))
+
+
 def probability(adaptive: float, query: QueryEvidence) -> float:
     """The calibrated probability that a candidate with this adaptive score is relevant."""
-    return probability_of(features(adaptive, query), COEFFICIENTS)
+    return on_line(logistic_line(query), adaptive)

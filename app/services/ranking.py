@@ -316,6 +316,9 @@ def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float], depth:
         keyword_ids=[hit.id for hit in legs["keyword"].hits],
         depth=depth,
     )
+    # The query's evidence is the same for every hit: shown and weighed once, not per hit.
+    shown = query.shown()
+    line = calibration.logistic_line(query)
     for hit in fused:
-        hit.evidence = {"adaptive": round(hit.fused, 6), **query.shown()}
-        hit.fused = calibration.probability(hit.fused, query)
+        hit.evidence = {"adaptive": round(hit.fused, 6), **shown}
+        hit.fused = calibration.on_line(line, hit.fused)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from app.retrieval.calibration import QueryEvidence, default_floor, probability
+from app.retrieval.calibration import (
+    COEFFICIENTS,
+    QueryEvidence,
+    default_floor,
+    features,
+    logistic_line,
+    on_line,
+    probability,
+    probability_of,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -47,3 +56,13 @@ def test_once_a_query_is_answered_results_are_cut_relative_to_the_best() -> None
     assert default_floor(0.04, 0.05) == pytest.approx(0.025)
     # Answered well above it: the floor itself still cuts (it never rises with the best).
     assert default_floor(0.04, 0.3) == 0.04
+
+
+def test_a_querys_logistic_line_gives_the_models_probability_for_every_adaptive_score() -> None:
+    """Search weighs a query's evidence once per query (logistic_line); the model's answer must not change."""
+    for query in (QueryEvidence(0.62, 0.4, 0.3), QueryEvidence(0.1, 0.0, 0.0), QueryEvidence(0.9, 1.0, 1.0)):
+        line = logistic_line(query)
+        for adaptive in (0.0, 0.013, 0.5, 0.97, 1.0):
+            assert on_line(line, adaptive) == pytest.approx(
+                probability_of(features(adaptive, query), COEFFICIENTS), rel=1e-12, abs=1e-15
+            )
