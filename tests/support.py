@@ -113,3 +113,19 @@ async def served(application: FastAPI, settings: Settings) -> AsyncIterator[str]
     finally:
         server.should_exit = True
         await task
+
+
+def failing_first(
+    original: Callable[..., Awaitable[Any]], exc: Exception, times: int
+) -> Callable[..., Awaitable[Any]]:
+    """A stand-in for an async repository function that raises `exc` on its first `times` calls, then is the original."""
+    calls = 0
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= times:
+            raise exc
+        return await original(*args, **kwargs)
+
+    return failing

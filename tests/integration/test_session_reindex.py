@@ -15,7 +15,7 @@ import pytest
 
 from app.repositories import conversation as conversation_repo
 from app.services import conversation
-from tests.support import TenantFactory, TenantKeys
+from tests.support import TenantFactory, TenantKeys, failing_first
 
 START = datetime(2026, 5, 1, 18, 0, tzinfo=UTC)
 QUESTION, ANSWER = "Did you ever make it to the Douro valley wineries?", "Yes, twice!"
@@ -59,18 +59,7 @@ async def _turns(client: httpx.AsyncClient, tenant: TenantKeys) -> list[str]:
 
 
 def _failing(exc: Exception, times: int) -> Any:
-    """A stand-in for the re-index's UPDATE that raises `exc` on its first `times` calls."""
-    original = conversation_repo.update_representations
-    calls = 0
-
-    async def failing(*args: Any, **kwargs: Any) -> None:
-        nonlocal calls
-        calls += 1
-        if calls <= times:
-            raise exc
-        await original(*args, **kwargs)
-
-    return failing
+    return failing_first(conversation_repo.update_representations, exc, times)
 
 
 async def test_a_deadlock_in_the_reindex_is_retried_and_the_write_answers_201(

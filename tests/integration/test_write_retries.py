@@ -13,25 +13,14 @@ import httpx
 import pytest
 
 from app.repositories import documents as doc_repo
-from tests.support import TenantFactory, TenantKeys, search
+from tests.support import TenantFactory, TenantKeys, failing_first, search
 
 PATH = "notes/heron.md"
 BODY = "# Notes\n\nThe heron nests by the old mill pond every spring.\n"
 
 
 def _failing(exc: Exception, times: int) -> Any:
-    """A stand-in for the upload's last statement (the document upsert) raising `exc` `times` times."""
-    original = doc_repo.upsert_document
-    calls = 0
-
-    async def failing(*args: Any, **kwargs: Any) -> None:
-        nonlocal calls
-        calls += 1
-        if calls <= times:
-            raise exc
-        await original(*args, **kwargs)
-
-    return failing
+    return failing_first(doc_repo.upsert_document, exc, times)
 
 
 async def _upload(client: httpx.AsyncClient, tenant: TenantKeys) -> httpx.Response:
