@@ -208,21 +208,6 @@ async def recall_signals(
     }
 
 
-async def content_keys(
-    conn: asyncpg.Connection, *, tenant_ids: Sequence[str], ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, bytes]:
-    """The duplicate keys of those of ids that have one (facts, rules, episodes)."""
-    # One primary-key probe per (tenant, id), as recall_signals, for the same reason.
-    rows = await conn.fetch(
-        "SELECT m.id, m.content_key FROM unnest($1::uuid[]) AS t(id) CROSS JOIN unnest($2::uuid[]) AS i(id) "
-        "CROSS JOIN LATERAL (SELECT m.id, m.content_key FROM memory m "
-        "WHERE m.tenant_id = t.id AND m.id = i.id OFFSET 0) m WHERE m.content_key IS NOT NULL",
-        [uuid.UUID(t) for t in tenant_ids],
-        list(ids),
-    )
-    return {r["id"]: bytes(r["content_key"]) for r in rows}
-
-
 async def confirm_memories(
     conn: asyncpg.Connection, *, tenant_id: str, ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, asyncpg.Record]:

@@ -14,7 +14,8 @@ _Slot = tuple[int, float, int] | None
 class Hit:
     """One candidate memory on its way from a leg to the response.
 
-    A leg makes it (id, its score in that leg, created_at and path for the tie order and decay);
+    A leg makes it (id, its score in that leg, created_at and path for the tie order and decay, the
+    duplicate key that keeps two equal texts from both being shown);
     fusion gives it `fused` and the legs it came from (None: found by code expansion, not a leg); the cut gives it its final `score`, its
     `decay` and `match_type`; code expansion its hops. Ids stay UUIDs throughout (asyncpg's, whose
     hash and order are C code); a UUID's order is its text's order, so the tie order is the SQL one.
@@ -22,6 +23,7 @@ class Hit:
 
     # A plain slotted class: a search builds ~200 of these, and a NamedTuple's __new__ cost 3x more.
     __slots__ = (
+        "content_key",
         "created_at",
         "decay",
         "evidence",
@@ -35,11 +37,20 @@ class Hit:
         "score",
     )
 
-    def __init__(self, id: uuid.UUID, score: float, created_at: datetime, path: str | None) -> None:
+    def __init__(
+        self,
+        id: uuid.UUID,
+        score: float,
+        created_at: datetime,
+        path: str | None,
+        content_key: bytes | None = None,
+    ) -> None:
         self.id = id
         self.score = score
         self.created_at = created_at
         self.path = path
+        # app.retrieval.duplicates.content_key of a fact, rule or episode; None for other kinds.
+        self.content_key = content_key
         self.fused = 0.0
         # The calibrated fusion's evidence (adaptive score, the query's best cosine and keyword
         # share); None when the score is not calibrated.

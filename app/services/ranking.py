@@ -257,6 +257,9 @@ async def rank_candidates(
     """
     legs: dict[str, Leg] = {}
     match_types: dict[str, str] = {}
+    embedder = state.embedder
+    semantic = plan.semantic and vector is not None and embedder is not None
+    idfs: list[float] = []
     if plan.keyword:
         started = time.perf_counter()
         rows, scores, match_types["keyword"] = await run_keyword_leg(
@@ -264,9 +267,13 @@ async def rank_candidates(
         )
         # Prepared for fusion now: the query embedding is usually still running.
         legs["keyword"] = Leg(rows, scores)
+        if plan.fusion == CALIBRATED_FUSION and match_types["keyword"] == "bm25" and semantic:
+            # Only BM25 has a ceiling to measure against. Its statistics are read now, while the
+            # query is usually still being embedded, not after the semantic leg (0.5-1 ms saved).
+            idfs = await query_term_idf(conn, tenant_ids=f.tenant_ids, query_text=keyword_query_text(parsed))
+            legs["keyword"].ceiling = calibration.keyword_ceiling(idfs)
         timings.add("keyword", started)
-    embedder = state.embedder
-    if plan.semantic and vector is not None and embedder is not None:
+    if semantic and vector is not None and embedder is not None:
         # The catalog lookup (only every INDEX_CACHE_SECONDS) is done while the query is usually
         # still being embedded: it costs the search no time there.
         indexed = set() if force_exact else await _indexed_tenants(state, conn, f.tenant_ids)
@@ -288,13 +295,6 @@ async def rank_candidates(
         if semantic_rows is not None:
             legs["semantic"] = Leg(semantic_rows, [row.score for row in semantic_rows])
             match_types["semantic"] = "semantic"
-    idfs: list[float] = []
-    if plan.fusion == CALIBRATED_FUSION and match_types.get("keyword") == "bm25" and "semantic" in legs:
-        # Only BM25 has a ceiling to measure against; its statistics are read while fusing is cheap.
-        started = time.perf_counter()
-        idfs = await query_term_idf(conn, tenant_ids=f.tenant_ids, query_text=keyword_query_text(parsed))
-        legs["keyword"].ceiling = calibration.keyword_ceiling(idfs)
-        timings.add("keyword", started)
     started = time.perf_counter()
     fused, shares = FUSIONS[plan.fusion].fuse(
         legs, {name: plan.weights[name] for name in legs}, plan.k, depth

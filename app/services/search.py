@@ -78,9 +78,7 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
             rerank=ctx.settings.rerank, top_n=ctx.settings.rerank_top_n, diversity=ctx.settings.diversity
         )
         keep = max(body.limit, reorder_plan.top_n) if reorder_plan.active else body.limit
-        scored = await _distinct(
-            ctx, conn, await _cut(ctx, conn, f, fused, match_types, body, keep + SPARE), keep
-        )
+        scored = _distinct(await _cut(ctx, conn, f, fused, match_types, body, keep + SPARE), keep)
         head = scored[: reorder_plan.top_n] if reorder_plan.active else []
         texts = await rerank_service.load_texts(conn, ctx.tenant_ids, head, reorder_plan)
         if not reorder_plan.active:
@@ -178,16 +176,15 @@ async def _cut(
 SPARE = 5
 
 
-async def _distinct(ctx: RetrievalContext, conn: asyncpg.Connection, hits: list[Hit], keep: int) -> list[Hit]:
-    """The first `keep` hits, never two with the same normalised content (R-M7): the better one stays."""
-    hits = hits[: keep + SPARE]
-    started = time.perf_counter()
-    keys = await memory_repo.content_keys(conn, tenant_ids=ctx.tenant_ids, ids=[hit.id for hit in hits])
-    ctx.timings.add("distinct", started)
+def _distinct(hits: list[Hit], keep: int) -> list[Hit]:
+    """The first `keep` hits, never two with the same normalised content (R-M7): the better one stays.
+
+    The legs read each row's content key with the row, so this costs no round trip.
+    """
     seen: set[bytes] = set()
     out: list[Hit] = []
-    for hit in hits:
-        key = keys.get(hit.id)
+    for hit in hits[: keep + SPARE]:
+        key = hit.content_key
         if key is None or key not in seen:
             out.append(hit)
         if key is not None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support import TenantFactory, TenantKeys
 
@@ -372,3 +373,24 @@ async def test_one_answer_never_shows_the_same_words_twice(
     assert found.count(home["id"]) + len(found) - len(set(found)) == 1 and other["id"] in found
     assert len(found) == 2
     assert len(await _recall(client, tenant, topic="spare key flowerpot")) == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "query", "exact"),
+    [
+        ("keyword", "spare key blue flowerpot", False),  # BM25
+        ("keyword", "flowerp", False),  # no word matches: the substring tier
+        ("semantic", "where is the spare key", False),  # the tenant's HNSW walk or exact scan
+        ("semantic", "where is the spare key", True),  # the exact scan, asked for
+        ("hybrid", "spare key blue flowerpot", True),
+    ],
+)
+async def test_every_leg_hides_the_second_copy_of_the_same_words(
+    client: httpx.AsyncClient, make_tenant: TenantFactory, mode: str, query: str, exact: bool
+) -> None:
+    tenant = await make_tenant()
+    await _write(client, tenant, "facts", content="The spare key is under the blue flowerpot", scope="home")
+    await _write(client, tenant, "facts", content="the spare key is under the blue flowerpot!", scope="house")
+    found = await _search(client, tenant, query=query, mode=mode, exact=exact)
+    # Two memories (other scopes), one answer: the same words are shown once.
+    assert len(found) == 1, found

@@ -111,8 +111,8 @@ def where_clause(sql: Sql, f: CandidateFilter) -> str:
 
 
 def hits_of(rows: Sequence[asyncpg.Record]) -> list[Hit]:
-    """A leg's rows (id, score, created_at, path) as hits, in their order."""
-    return [Hit(r["id"], float(r["score"]), r["created_at"], r["path"]) for r in rows]
+    """A leg's rows (id, score, created_at, path, content_key) as hits, in their order."""
+    return [Hit(r["id"], float(r["score"]), r["created_at"], r["path"], r["content_key"]) for r in rows]
 
 
 def semantic_extras(sql: Sql, f: CandidateFilter, q: str, min_similarity: float | None, column: str) -> str:

@@ -44,7 +44,7 @@ _BM25_STATS = """
 # the statistics say (OFFSET 0 keeps the planner from turning it into a join over the tenant), and
 # in the candidates' order, so an exact ranking stops reading once `limit` rows passed.
 _MEMORY_OF = (
-    "SELECT m.id, m.created_at, m.path, m.search_vector FROM memory m "
+    "SELECT m.id, m.created_at, m.path, m.content_key, m.search_vector FROM memory m "
     "WHERE m.tenant_id = {source}.tenant_id AND m.id = {source}.memory_id AND {where} OFFSET 0"
 )
 
@@ -126,7 +126,7 @@ async def search_by_bm25(
             CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
             GROUP BY p.tenant_id, p.memory_id
         )
-        SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, false AS truncated
+        SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, m.content_key, false AS truncated
         FROM (SELECT * FROM scored ORDER BY score DESC) s CROSS JOIN LATERAL ({_MEMORY_OF.format(source="s", where=where)}) m
         ORDER BY s.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
@@ -198,7 +198,7 @@ async def search_by_bm25(
             FROM depth d
         ), lexemes AS MATERIALIZED (SELECT array_agg(lexeme) AS all_of_them FROM w)
         SELECT * FROM (
-            SELECT m.id, m.created_at, m.path,
+            SELECT m.id, m.created_at, m.path, m.content_key,
                    CASE WHEN NOT (flags.lists_cut OR flags.stale) THEN $5::float8 * cut.partial
                    -- Exact score of a row the cut may have shortchanged: its own tsvector narrowed to
                    -- the query lexemes (setweight marks them, ts_filter keeps them).

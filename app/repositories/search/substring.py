@@ -17,7 +17,7 @@ SUBSTRING_SCAN_ROWS = 2000
 SUBSTRING_SCAN_CHARS = 4096
 # Columns where() reads, selected from the recent-rows window so the filters apply to it.
 _WINDOW_COLUMNS = (
-    "id, tenant_id, kind, content, created_at, path, expires_at, validity, confidence, decay_rate, "
+    "id, tenant_id, kind, content, content_key, created_at, path, expires_at, validity, confidence, decay_rate, "
     "last_confirmed_at, scope, butler, tags, metadata, repository, valid_from, valid_to"
 )
 
@@ -38,7 +38,7 @@ async def search_by_substring(
     pats = sql.bind(list(patterns))
     head = f"substr(m.content, 1, {sql.bind(SUBSTRING_SCAN_CHARS)})"
     rows = await conn.fetch(
-        f"SELECT m.id, m.created_at, m.path, "
+        f"SELECT m.id, m.created_at, m.path, m.content_key, "
         f"  (SELECT count(*) FROM unnest({pats}::text[]) p WHERE {head} ILIKE p)::float8 "
         f"  / cardinality({pats}::text[]) AS score "
         f"FROM unnest({sql.bind([uuid.UUID(t) for t in f.tenant_ids])}::uuid[]) AS t(id) "

@@ -72,16 +72,16 @@ async def search_by_vector(
     # row starts a second HNSW search: 0.8 of 2.5 ms of CPU at 50,000 rows (docs). So a row at
     # exactly the last row's distance (a duplicate vector) but walked after it is left out.
     rows = await conn.fetch(
-        f"SELECT m.id, m.distance, m.created_at, m.path FROM ("
-        f"SELECT m.id, v.embedding <=> {q} AS distance, m.created_at, m.path FROM memory_vector v "
-        f"CROSS JOIN LATERAL (SELECT m.id, m.created_at, m.path FROM memory m "
+        f"SELECT m.id, m.distance, m.created_at, m.path, m.content_key FROM ("
+        f"SELECT m.id, v.embedding <=> {q} AS distance, m.created_at, m.path, m.content_key FROM memory_vector v "
+        f"CROSS JOIN LATERAL (SELECT m.id, m.created_at, m.path, m.content_key FROM memory m "
         f"WHERE m.tenant_id = v.tenant_id AND m.id = v.memory_id AND {where}{extras} OFFSET 0) m "
         f"WHERE v.tenant_id = {tenant}::uuid "
         f"ORDER BY v.embedding <=> {q} LIMIT {sql.bind(limit)}) m "
         f"ORDER BY m.distance, {TIE_BREAK_SQL}",
         *sql.params,
     )
-    return [Hit(r[0], 1.0 - r[1], r[2], r[3]) for r in rows]
+    return [Hit(r[0], 1.0 - r[1], r[2], r[3], r[4]) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +133,10 @@ async def search_by_exact_vector(
             WHERE v.tenant_id = ANY({tenants}::uuid[]){floor}
             ORDER BY distance{cut}
         )
-        SELECT m.id, 1 - n.distance AS score, n.distance, m.created_at, m.path,
+        SELECT m.id, 1 - n.distance AS score, n.distance, m.created_at, m.path, m.content_key,
                (SELECT count(*) FROM nearest) AS considered, (SELECT max(distance) FROM nearest) AS farthest
         FROM (SELECT * FROM nearest ORDER BY distance) n CROSS JOIN LATERAL (
-            SELECT m.id, m.created_at, m.path FROM memory m
+            SELECT m.id, m.created_at, m.path, m.content_key FROM memory m
             WHERE m.tenant_id = n.tenant_id AND m.id = n.memory_id AND {where}{extras} OFFSET 0
         ) m
         ORDER BY n.distance, {TIE_BREAK_SQL} LIMIT {sql.bind(limit)}
