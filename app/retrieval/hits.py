@@ -23,6 +23,7 @@ class Hit:
 
     # A plain slotted class: a search builds ~200 of these, and a NamedTuple's __new__ cost 3x more.
     __slots__ = (
+        "adaptive",
         "content_key",
         "created_at",
         "decay",
@@ -52,9 +53,10 @@ class Hit:
         # app.retrieval.duplicates.content_key of a fact, rule or episode; None for other kinds.
         self.content_key = content_key
         self.fused = 0.0
-        # The calibrated fusion's evidence (adaptive score, the query's best cosine and keyword
-        # share); None when the score is not calibrated.
-        self.evidence: dict[str, float] | None = None
+        # The calibrated fusion's evidence: the query's, as shown (one dict shared by the query's
+        # hits), and this hit's adaptive score before calibration; None when not calibrated.
+        self.evidence: Mapping[str, float] | None = None
+        self.adaptive = 0.0
         self.legs: Mapping[str, Leg] | None = None
         self.decay = 1.0
         self.match_type = ""

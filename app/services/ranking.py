@@ -12,7 +12,6 @@ import asyncpg
 from app.embeddings.base import Vector
 from app.repositories import search as search_repo
 from app.repositories import vector_indexes as vector_index_repo
-from app.repositories.keyword_stats import query_term_idf
 from app.repositories.search import CandidateFilter
 from app.retrieval import calibration
 from app.retrieval.calibration import CALIBRATED_FUSION
@@ -110,11 +109,12 @@ async def run_keyword_leg(
     limit: int,
     *,
     exact: bool = False,
-) -> tuple[list[Hit], list[float], str]:
+) -> tuple[list[Hit], list[float], str, list[float]]:
     """BM25 over the tenant's postings (exact: every posting), else the substring tier.
 
     Returns the rows best first, each row's score as fusion takes it (BM25 mapped into [0, 1),
-    substring shares scaled down), and the match type.
+    substring shares scaled down), the match type, and BM25's idf of every query lexeme (read with
+    the rows; empty for the substring tier).
     """
     query_text = keyword_query_text(parsed)
     if query_text:
@@ -138,12 +138,12 @@ async def run_keyword_leg(
             if len(found.rows) >= limit or not found.truncated:
                 break
         if found.rows:
-            return found.rows, [map_keyword_score(r.score) for r in found.rows], "bm25"
+            return found.rows, [map_keyword_score(r.score) for r in found.rows], "bm25", found.query_idfs
     patterns = ilike_patterns(parsed)
     if not patterns:
-        return [], [], SUBSTRING_MATCH_TYPE
+        return [], [], SUBSTRING_MATCH_TYPE, []
     rows = await search_repo.search_by_substring(conn, f=f, patterns=patterns, limit=limit)
-    return rows, [r.score * SUBSTRING_SCORE_SCALE for r in rows], SUBSTRING_MATCH_TYPE
+    return rows, [r.score * SUBSTRING_SCORE_SCALE for r in rows], SUBSTRING_MATCH_TYPE, []
 
 
 async def run_vector_leg(
@@ -257,23 +257,20 @@ async def rank_candidates(
     """
     legs: dict[str, Leg] = {}
     match_types: dict[str, str] = {}
-    embedder = state.embedder
-    semantic = plan.semantic and vector is not None and embedder is not None
     idfs: list[float] = []
     if plan.keyword:
         started = time.perf_counter()
-        rows, scores, match_types["keyword"] = await run_keyword_leg(
+        rows, scores, match_types["keyword"], idfs = await run_keyword_leg(
             state, conn, f, parsed, depth, exact=force_exact
         )
         # Prepared for fusion now: the query embedding is usually still running.
         legs["keyword"] = Leg(rows, scores)
-        if plan.fusion == CALIBRATED_FUSION and match_types["keyword"] == "bm25" and semantic:
-            # Only BM25 has a ceiling to measure against. Its statistics are read now, while the
-            # query is usually still being embedded, not after the semantic leg (0.5-1 ms saved).
-            idfs = await query_term_idf(conn, tenant_ids=f.tenant_ids, query_text=keyword_query_text(parsed))
+        if plan.fusion == CALIBRATED_FUSION and idfs:
+            # Only BM25 has a ceiling to measure against (its idfs come with its rows).
             legs["keyword"].ceiling = calibration.keyword_ceiling(idfs)
         timings.add("keyword", started)
-    if semantic and vector is not None and embedder is not None:
+    embedder = state.embedder
+    if plan.semantic and vector is not None and embedder is not None:
         # The catalog lookup (only every INDEX_CACHE_SECONDS) is done while the query is usually
         # still being embedded: it costs the search no time there.
         indexed = set() if force_exact else await _indexed_tenants(state, conn, f.tenant_ids)
@@ -320,5 +317,6 @@ def _calibrate(fused: list[Hit], legs: dict[str, Leg], idfs: list[float], depth:
     shown = query.shown()
     line = calibration.logistic_line(query)
     for hit in fused:
-        hit.evidence = {"adaptive": round(hit.fused, 6), **shown}
+        hit.evidence = shown
+        hit.adaptive = hit.fused
         hit.fused = calibration.on_line(line, hit.fused)

@@ -78,7 +78,8 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
             rerank=ctx.settings.rerank, top_n=ctx.settings.rerank_top_n, diversity=ctx.settings.diversity
         )
         keep = max(body.limit, reorder_plan.top_n) if reorder_plan.active else body.limit
-        scored = _distinct(await _cut(ctx, conn, f, fused, match_types, body, keep + SPARE), keep)
+        cut, best = await _cut(ctx, conn, f, fused, match_types, body, keep + SPARE)
+        scored = _distinct(cut, keep)
         head = scored[: reorder_plan.top_n] if reorder_plan.active else []
         texts = await rerank_service.load_texts(conn, ctx.tenant_ids, head, reorder_plan)
         if not reorder_plan.active:
@@ -111,15 +112,8 @@ async def _ranked_response(ctx: RetrievalContext, db: Database, body: SearchRequ
     response = _response(ctx, body, results, await ctx.embedding_used(), reordering)
     # Candidates were found but none reached min_score: the answer is "nothing relevant", said so.
     response["abstained"] = bool(fused) and not scored
-    response["best_score"] = _best_score(ctx, fused)
+    response["best_score"] = round(best, 6) if best is not None else None
     return response
-
-
-def _best_score(ctx: RetrievalContext, fused: list[Hit]) -> float | None:
-    """The best score any candidate reached (after decay), shown or not."""
-    half_life = ctx.settings.half_life_days
-    best = max((hit.fused * temporal_decay(hit.path, ctx.now, half_life) for hit in fused), default=None)
-    return round(best, 6) if best is not None else None
 
 
 async def _retrieve(
@@ -150,14 +144,16 @@ async def _cut(
     match_types: dict[str, str],
     body: SearchRequest,
     keep: int,
-) -> list[Hit]:
-    """The hits decayed, expanded along code references when asked, at or above min_score, in the tie order."""
+) -> tuple[list[Hit], float | None]:
+    """The hits decayed, expanded along code references when asked, at or above min_score, in the tie
+    order; and the best score any fused hit reached after decay, shown or not (None: no hit)."""
     half_life = ctx.settings.half_life_days
     decays = [temporal_decay(hit.path, ctx.now, half_life) for hit in fused]
-    best = max((hit.fused * decay for hit, decay in zip(fused, decays, strict=True)), default=0.0)
-    min_score = ctx.score_floor(calibrated=bool(fused) and fused[0].evidence is not None, best=best)
+    scores = [hit.fused * decay for hit, decay in zip(fused, decays, strict=True)]
+    best = max(scores, default=None)
+    min_score = ctx.score_floor(calibrated=bool(fused) and fused[0].evidence is not None, best=best or 0.0)
     if not (body.symbol or body.depth):
-        return _best(fused, decays, match_types, min_score, keep)
+        return _best(fused, scores, decays, match_types, min_score, keep), best
     # Code hops re-score and add candidates: every fused hit goes in.
     for hit, decay in zip(fused, decays, strict=True):
         _decayed(hit, decay, match_types)
@@ -169,7 +165,7 @@ async def _cut(
     # An exact symbol match is what was asked for: no floor drops it.
     scored = [hit for hit in expanded if hit.score >= min_score or hit.match_type == "symbol"]
     scored.sort(key=lambda hit: tie_break_key(hit.score, hit.created_at, hit.id))
-    return scored
+    return scored, best
 
 
 # Hits cut beyond `keep`, to fill the places of hidden duplicates.
@@ -201,14 +197,18 @@ def _decayed(hit: Hit, decay: float, match_types: dict[str, str]) -> None:
 
 
 def _best(
-    fused: list[Hit], decays: list[float], match_types: dict[str, str], min_score: float, keep: int
+    fused: list[Hit],
+    scores: list[float],
+    decays: list[float],
+    match_types: dict[str, str],
+    min_score: float,
+    keep: int,
 ) -> list[Hit]:
     """The first `keep` fused hits at or above min_score after decay, in the one tie order.
 
     A search fuses ~150 hits and shows 10: only hits scoring at least the keep-th best score can
     be among the first keep, so the tie order's key is made and the hit scored for those alone.
     """
-    scores = [hit.fused * decay for hit, decay in zip(fused, decays, strict=True)]
     floor = min_score
     if len(scores) > keep:
         floor = max(floor, heapq.nlargest(keep, scores)[-1])
@@ -325,7 +325,7 @@ def _result(
             weights={leg: round(shares.weights[leg], 6) for leg in ranks},
         )
     if hit.evidence is not None:
-        breakdown["calibration"] = hit.evidence
+        breakdown["calibration"] = {"adaptive": round(hit.adaptive, 6), **hit.evidence}
     if plan.skipped or shares.silenced:
         breakdown["legs_skipped"] = {**plan.skipped, **shares.silenced}
     if hit.hop_depth is not None:

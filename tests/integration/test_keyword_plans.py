@@ -42,7 +42,7 @@ async def test_the_keyword_statement_runs_on_a_generic_plan_once_the_table_has_s
     found = []
     for _ in range(3):
         async with tenant_transaction(serving_conn, [tenant.id]):
-            rows, _, match_type = await run_keyword_leg(
+            rows, _, match_type, _ = await run_keyword_leg(
                 service, serving_conn, f, parse_query("heron quartz"), 10
             )
             found.append([r.id for r in rows])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from app.repositories.keyword_stats import BM25_STATS, QUERY_IDFS
 from app.repositories.search.filters import CandidateFilter, Sql, hits_of, where_clause
 from app.retrieval.hits import Hit
 from app.retrieval.scoring import TIE_BREAK_SQL
@@ -14,28 +15,13 @@ from app.retrieval.scoring import TIE_BREAK_SQL
 
 @dataclass(frozen=True, slots=True)
 class KeywordRows:
-    """A BM25 leg's rows, and whether the per-lexeme cut may have hidden rows the filters keep."""
+    """A BM25 leg's rows, whether the per-lexeme cut may have hidden rows the filters keep, and the
+    idf of every query lexeme, largest first (empty when no row came back)."""
 
     rows: list[Hit]
     truncated: bool
+    query_idfs: list[float]
 
-
-# N, avgdl and the query lexemes' idf, from the statistics the write triggers keep (migration
-# 0006): a few indexed rows per lexeme, whatever the tenant's size. $1 query text, $2 tenants.
-_BM25_STATS = """
-    q AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $1))) AS lexeme),
-    corpus AS MATERIALIZED (
-        SELECT greatest(sum(documents), 1)::float8 AS n,
-               greatest(sum(total_length)::float8 / greatest(sum(documents), 1), 1) AS avgdl
-        FROM keyword_corpus_stat WHERE tenant_id = ANY($2::uuid[])
-    ), w AS MATERIALIZED (
-        SELECT q.lexeme, df.n AS df, ln(1 + (greatest(c.n, df.n) - df.n + 0.5) / (df.n + 0.5)) AS idf
-        FROM q CROSS JOIN corpus c CROSS JOIN LATERAL (
-            SELECT sum(s.documents)::float8 AS n FROM keyword_lexeme_stat s
-            WHERE s.tenant_id = ANY($2::uuid[]) AND s.lexeme = q.lexeme
-        ) df
-        WHERE df.n > 0
-    )"""
 
 # BM25's tf part is tf·(k1+1) / (tf + k1·(1−b) + k1·b/avgdl · dl): $3 = k1·(1−b), $4 = k1·b, and
 # the (k1+1) factor ($5) is applied to the final sum. float8 throughout: numeric arithmetic here
@@ -119,14 +105,15 @@ async def search_by_bm25(
     where = where_clause(sql, f)
     if postings_per_lexeme is None:
         statement = f"""
-        WITH {_BM25_STATS}, scored AS MATERIALIZED (
+        WITH {BM25_STATS}, scored AS MATERIALIZED (
             SELECT p.tenant_id, p.memory_id,
                    sum({_grid("w.idf * " + _TF_PART.format(tf="p.tf", dl="p.dl"))}) AS score
             FROM unnest($2::uuid[]) AS tenant(id) CROSS JOIN w CROSS JOIN corpus c
             CROSS JOIN LATERAL ({_ALL_POSTINGS}) p
             GROUP BY p.tenant_id, p.memory_id
         )
-        SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, m.content_key, false AS truncated
+        SELECT m.id, s.score * $5::float8 AS score, m.created_at, m.path, m.content_key, false AS truncated,
+               {QUERY_IDFS} AS query_idfs
         FROM (SELECT * FROM scored ORDER BY score DESC) s CROSS JOIN LATERAL ({_MEMORY_OF.format(source="s", where=where)}) m
         ORDER BY s.score DESC, {TIE_BREAK_SQL}
         LIMIT {sql.bind(limit)}
@@ -137,7 +124,7 @@ async def search_by_bm25(
         lim = sql.bind(limit)
         tf = "greatest(coalesce(cardinality(u.positions), 1), 1)"
         statement = f"""
-        WITH {_BM25_STATS}, depth AS MATERIALIZED (
+        WITH {BM25_STATS}, depth AS MATERIALIZED (
             -- The statistics say what exact scoring would read: below the bound it is cheap
             -- enough and no posting is skipped (LIMIT NULL); above it, which lists get cut.
             SELECT CASE WHEN coalesce(sum(df), 0) <= {exact_below}::float8 THEN NULL
@@ -207,7 +194,7 @@ async def search_by_bm25(
                        FROM unnest(ts_filter(setweight(m.search_vector, 'A', l.all_of_them), '{{a}}')) AS u
                        JOIN w ON w.lexeme = u.lexeme
                    ) END AS score,
-                   flags.lists_cut OR flags.candidates_cut AS truncated
+                   flags.lists_cut OR flags.candidates_cut AS truncated, {QUERY_IDFS} AS query_idfs
             FROM cut CROSS JOIN LATERAL ({_MEMORY_OF.format(source="cut", where=where)}) m
             CROSS JOIN lexemes l CROSS JOIN corpus c CROSS JOIN flags
             OFFSET 0
@@ -238,4 +225,5 @@ async def search_by_bm25(
         # some, and it went with the rows; assume it did.
         not rows or bool(rows[0]["truncated"])
     )
-    return KeywordRows(hits_of(rows), truncated)
+    idfs = [float(idf) for idf in rows[0]["query_idfs"]] if rows else []
+    return KeywordRows(hits_of(rows), truncated, idfs)
