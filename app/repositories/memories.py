@@ -126,12 +126,24 @@ class NewMemory:
 
 
 async def insert_memories(conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]) -> None:
-    """Insert rows (pipelined); a row whose idempotency key already exists is skipped."""
+    """Insert rows (pipelined); a row whose idempotency key already exists is skipped.
+
+    Rows holding a model switch's new-model vectors are inserted with them while the switch's
+    column exists. An abort (`recalld embeddings abort` with no live worker) may drop it between
+    the write's embedding and this insert, and the serving process lends the new model to writes
+    until its worker sees the switch is gone: then the rows are inserted without those vectors,
+    in the same transaction (the attempt is a savepoint), since an ended switch needs none of them.
+    """
     if any(row.embedding_next is not None for row in rows):
-        await conn.executemany(
-            _INSERT_WITH_NEXT_SQL, [(*row.values(tenant_id), row.embedding_next) for row in rows]
-        )
-    elif rows:
+        try:
+            async with conn.transaction():
+                await conn.executemany(
+                    _INSERT_WITH_NEXT_SQL, [(*row.values(tenant_id), row.embedding_next) for row in rows]
+                )
+            return
+        except asyncpg.UndefinedColumnError:
+            pass  # embedding_next is the only column _INSERT_SQL lacks: another missing one fails below
+    if rows:
         await conn.executemany(_INSERT_SQL, [row.values(tenant_id) for row in rows])
 
 

@@ -33,8 +33,10 @@ from app.auth import mint_key
 from app.infra.config import Settings
 from app.infra.db import connect, resolve_dsn
 from app.main import create_app
+from app.repositories import embedding_switch as switch_repo
 from app.repositories import tenants as tenant_repo
 from app.services import embedding_switch as switching
+from app.services.embedding_switch_worker import SwitchWorker
 from app.state import ServiceState
 from tests.embedding_stub import StubState, embedding_stub, stub_vector
 from tests.support import ROOT, free_port, running, wait_ready
@@ -636,3 +638,63 @@ async def test_a_switch_keeps_a_few_requests_in_flight_to_an_api_and_no_more(stu
         assert all(len(r["input"]) <= 2 for r in stubs.new.requests)
     finally:
         stubs.new.gate.set()
+
+
+async def test_writes_after_an_abort_dropped_the_column_of_a_model_still_lent_to_them_are_stored(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race, step by step: an abort that sees no heartbeat drops the pending column and the
+    # record while this process's worker, having read the record just before, lends the new model
+    # to writes. The service's own worker is kept idle (it would attach and detach on its own
+    # schedule); the test does what it does, with a worker of its own.
+    async def idle(self: SwitchWorker) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(SwitchWorker, "run_forever", idle)
+    async with _service(stubs.settings) as service:
+        await service.facts(["The heron waits at the lake shore"])
+        record = await service.start_stub_switch(stubs.new_url)
+        worker = SwitchWorker(await resolve_dsn(service.settings), service.state)
+        try:
+            await _write_after_the_abort(service, worker, record, stubs.new)
+        finally:
+            worker._detach()
+
+
+async def _write_after_the_abort(
+    service: _Service, worker: SwitchWorker, record: dict[str, Any], new: StubState
+) -> None:
+    state, owner, http = service.state, service.owner, service.http
+    assert await worker._attach(owner, record) is not None
+    assert state.embedder is not None and state.embedder.switch_target is not None
+    async with owner.transaction():  # what abort_switch does when it sees no live worker
+        await switch_repo.drop_pending_column(owner)
+        await switch_repo.delete_switch_record(owner)
+
+    asked = len(new.requests)
+    r = await service.post("/v1/facts", {"content": "The ferry leaves the lake at seven"})
+    assert r.status_code == 201, r.text
+    assert len(new.requests) > asked  # embedded with the lent model too: the race was run
+    document = {"path": "notes/birds.md", "content": DOCUMENT}
+    put = await http.put("/v1/documents", json=document, headers=service.headers)
+    assert put.status_code == 200, put.text
+    code = {"repository": "app", "files": [{"path": "a.py", "content": "def heron():\n    return 1\n"}]}
+    put = await http.put("/v1/code/files", json=code, headers=service.headers)
+    assert put.status_code == 200, put.text
+
+    found = await service.post("/v1/search", {"query": "ferry leaves the lake", "mode": "semantic"})
+    assert found.status_code == 200
+    assert r.json()["id"] in [hit["id"] for hit in found.json()["results"]]
+    await _every_tenant(owner)
+    counts = await owner.fetch("SELECT kind, count(*) AS n, count(embedding) AS e FROM memory GROUP BY kind")
+    assert {c["kind"] for c in counts} == {"fact", "document", "code"}
+    assert all(c["n"] == c["e"] for c in counts), counts
+    vectors = await owner.fetchval("SELECT count(*) FROM memory_vector")
+    assert vectors == sum(c["n"] for c in counts)
+    assert (await _columns(owner)) == {
+        "memory.embedding": "vector(384)",
+        "memory_vector.embedding": "vector(384)",
+    }
+    # The worker's next poll stops lending the new model.
+    await worker.step(owner)
+    assert state.embedder.switch_target is None
