@@ -202,7 +202,9 @@ class Embedder:
         """The running model switch's new-model vectors of texts, for a write to store beside its own.
 
         All None when no switch runs, or when the new model cannot embed them now: the write goes
-        on, and the switch's worker embeds those rows later.
+        on, and the switch's worker embeds those rows later. All None too when the worker withdrew
+        the new model meanwhile (the switch ended, or the worker failed): it closes the model it
+        withdraws, which fails or cancels what that model was still embedding.
         """
         target = self.switch_target
         if target is None or not texts:
@@ -213,6 +215,11 @@ class Embedder:
             log.warning(
                 "the new model of the running switch did not embed a write (%s); the switch will", exc
             )
+            return [None] * len(texts)
+        except (Exception, asyncio.CancelledError):
+            task = asyncio.current_task()
+            if self.switch_target is target or (task is not None and task.cancelling()):
+                raise  # the model still lent, or the request itself cancelled: not a withdrawal
             return [None] * len(texts)
 
     async def embed_query(self, text: str, *, tenant_id: str) -> Vector:

@@ -698,3 +698,41 @@ async def _write_after_the_abort(
     # The worker's next poll stops lending the new model.
     await worker.step(owner)
     assert state.embedder.switch_target is None
+
+
+async def test_writes_still_embedding_with_a_new_model_the_worker_withdraws_are_stored(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker closes the new model it withdraws (the switch ended, was aborted, or the worker
+    # failed) without waiting for the writes still embedding with it: one of them is in the
+    # endpoint (held there by the stand-in), the next queued behind it in the model's lane. The
+    # service's own worker is kept idle; the test's worker attaches and withdraws.
+    async def idle(self: SwitchWorker) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(SwitchWorker, "run_forever", idle)
+    async with _service(stubs.settings) as service:
+        record = await service.start_stub_switch(stubs.new_url)
+        worker = SwitchWorker(await resolve_dsn(service.settings), service.state)
+        try:
+            run = await worker._attach(service.owner, record)
+            assert run is not None
+            stubs.new.gate.clear()
+            asked = len(stubs.new.requests)
+            first = asyncio.create_task(service.post("/v1/facts", {"content": "The first heron"}))
+            await _wait(lambda: len(stubs.new.requests) > asked)
+            second = asyncio.create_task(service.post("/v1/facts", {"content": "The second heron"}))
+            # The second write's texts wait in the new model's (one-thread) lane behind the first's.
+            lane = run.target._document_executor
+            await _wait(lambda: lane._work_queue.qsize() > 0)
+            worker._detach()
+            stubs.new.gate.set()
+            answers = [await first, await second]
+        finally:
+            stubs.new.gate.set()
+            worker._detach()
+        assert [a.status_code for a in answers] == [201, 201], [a.text for a in answers]
+        await _every_tenant(service.owner)
+        stored = await service.owner.fetch("SELECT content, embedding FROM memory")
+        assert sorted(r["content"] for r in stored) == ["The first heron", "The second heron"]
+        assert all(_cosine(r["embedding"], stub_vector(r["content"], 384)) > 0.999 for r in stored)
