@@ -270,6 +270,8 @@ def _print_switch(conn_status: SwitchStatus) -> None:
             "switch worker: not running; a `recalld serve` with the schema owner's login (embedded, or "
             "RECALLD_MIGRATION_DATABASE_URL) runs it, and resumes where it stopped"
         )
+        if view["state"] != "running":  # why it stopped, when it said: a failure, a provider it waited for
+            print(f"switch worker's last state: {view['state']}")
         return
     eta = view["eta_seconds"]
     print(

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -84,6 +85,8 @@ class SwitchWorker:
         self._dsn = owner_dsn
         self._state = state
         self._run: _Run | None = None
+        # What the heartbeat task records once after an unexpected failure (_fail), instead of a heartbeat.
+        self._failure: dict[str, Any] | None = None
 
     async def run_forever(self) -> None:
         """The lifespan task: reconnects after failures, until cancelled."""
@@ -101,32 +104,51 @@ class SwitchWorker:
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("embedding switch worker: %s; retrying in %.0f s", exc, POLL_SECONDS)
                     await asyncio.sleep(POLL_SECONDS)
-                except Exception:
+                except Exception as exc:
                     # Whatever it was, the switch's state is in the database: the next try resumes it.
                     log.exception("embedding switch worker failed; retrying in %.0f s", MAX_BACKOFF_SECONDS)
+                    self._fail(exc)
                     await asyncio.sleep(MAX_BACKOFF_SECONDS)
         finally:
             beat.cancel()
             self._detach()
 
+    def _fail(self, exc: Exception) -> None:
+        """Until the retry after an unexpected failure: lend the new model to no write (the retry embeds them), beat no more.
+
+        Beating on through the pause, `recalld embeddings status` showed a running worker with its
+        last rate, and an abort waited on the sleeping worker instead of doing it itself.
+        """
+        self._detach()
+        retry = datetime.now(UTC) + timedelta(seconds=MAX_BACKOFF_SECONDS)
+        state = f"failed ({type(exc).__name__}: {exc}); tries again at {retry:%H:%M:%S} UTC"
+        self._failure = {"heartbeat": None, "progress": {"state": state, "rate": 0.0}}
+        self._state.embedding_switch = {"state": state}
+
     async def _beat(self) -> None:
-        """Record that this worker runs the switch, every REPORT_SECONDS while one is attached.
+        """Record that this worker runs the switch, every REPORT_SECONDS while one is attached (or that it failed).
 
         Off the batches' path, on a connection of its own: a batch, a cut-over's drain or a pause
         for the provider can each take longer than WORKER_STALE_SECONDS under load, and a heartbeat
         written between batches then told `recalld embeddings status` the worker was not running.
+        A failure (_fail) is recorded here too, after any heartbeat in flight, so none lands after it.
         """
         conn: asyncpg.Connection | None = None
         try:
             while True:
-                if self._run is None:
+                fields: dict[str, Any] | None = None
+                if self._run is not None:
+                    fields = {"heartbeat": time.time()}
+                elif self._failure is not None:
+                    fields, self._failure = self._failure, None
+                if fields is None:
                     if conn is not None:
                         conn.terminate()
                         conn = None
                 else:
                     try:
                         conn = conn or await connect(self._dsn)
-                        await repo.merge_switch_record(conn, {"heartbeat": time.time()})
+                        await repo.merge_switch_record(conn, fields)
                     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                         log.warning("embedding switch heartbeat: %s; retrying", exc)
                         if conn is not None:

@@ -39,7 +39,7 @@ from app.services import embedding_switch as switching
 from app.services.embedding_switch_worker import SwitchWorker
 from app.state import ServiceState
 from tests.embedding_stub import StubState, embedding_stub, stub_vector
-from tests.support import ROOT, free_port, running, wait_ready
+from tests.support import ROOT, failing_first, free_port, running, wait_ready
 
 FACTS = 20
 DOCUMENT = "# Birds\n\nThe heron waits at the lake shore.\n\n## Ferries\n\nThe ferry leaves at seven.\n"
@@ -736,3 +736,35 @@ async def test_writes_still_embedding_with_a_new_model_the_worker_withdraws_are_
         stored = await service.owner.fetch("SELECT content, embedding FROM memory")
         assert sorted(r["content"] for r in stored) == ["The first heron", "The second heron"]
         assert all(_cosine(r["embedding"], stub_vector(r["content"], 384)) > 0.999 for r in stored)
+
+
+async def test_a_worker_that_failed_unexpectedly_is_shown_stopped_until_it_tries_again(
+    fresh_dir: Path, stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _service(stubs.settings) as service:
+        state, owner = service.state, service.owner
+        await service.facts(f"Heron {i}" for i in range(6))
+        # Not the provider's failure (the switch waits for that, running): something unexpected,
+        # once. The worker then pauses MAX_BACKOFF_SECONDS (a minute) before it tries again.
+        failing = failing_first(switch_repo.pending_rows, RuntimeError("boom"), 1)
+        monkeypatch.setattr(switch_repo, "pending_rows", failing)
+        await service.start_stub_switch(stubs.new_url)
+        await _wait(lambda: "boom" in str((state.embedding_switch or {}).get("state")), 30)
+        assert state.embedder is not None and state.embedder.switch_target is None
+
+        # Sooner than a heartbeat grows stale: the failure is recorded, and heartbeats stop.
+        deadline = time.monotonic() + switching.WORKER_STALE_SECONDS - 5
+        while (running_switch := await switching.switch_status(owner)) and running_switch.worker_alive:
+            assert time.monotonic() < deadline, "status still says the failed worker runs"
+            await asyncio.sleep(0.2)
+        env = _env(fresh_dir, stubs.old_url, 384)
+        status = (await asyncio.to_thread(_recalld, env, "embeddings", "status")).stdout
+        assert "switch worker: not running" in status, status
+        assert "switch worker's last state: failed (RuntimeError: boom)" in status, status
+        # An abort does it itself, instead of waiting on the paused worker (and giving up).
+        await switching.abort_switch(owner)
+        assert await switching.switch_status(owner) is None
+        assert (await _columns(owner)) == {
+            "memory.embedding": "vector(384)",
+            "memory_vector.embedding": "vector(384)",
+        }
