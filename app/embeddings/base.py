@@ -64,6 +64,26 @@ class EmbedderIdentity:
     dim: int
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchVector:
+    """A write's vector from the new model of the switch `switch_id`; stored only while that switch runs.
+
+    An abort followed at once by another switch can leave the first switch's model lent to writes
+    for a moment: its vectors must not land in the second switch's column (repositories.memories).
+    """
+
+    switch_id: str
+    vector: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class _Lent:
+    """The new model a running switch lends to writes, and that switch's id."""
+
+    switch_id: str
+    target: Embedder
+
+
 class Embedder:
     """Runs a blocking encode function off the event loop.
 
@@ -116,8 +136,9 @@ class Embedder:
         self._document_runs: set[asyncio.Task[None]] = set()
         self._overlapping_writes = 0
         self.document_texts_embedded = 0
-        # The new model of a running model switch (services.embedding_switch): writes embed with both.
-        self.switch_target: Embedder | None = None
+        # The new model of a running model switch (services.embedding_switch), and the switch's id:
+        # writes embed with both models.
+        self._lent: _Lent | None = None
 
     def start_documents(self, texts: Sequence[str], *, background: bool = False) -> list[DocumentBatch]:
         """Start embedding texts for storage; each batch's vectors arrive as soon as it is done.
@@ -198,7 +219,21 @@ class Embedder:
             self.cancel_documents(batches)
         return [vector for vector in out if vector is not None]
 
-    async def switch_vectors(self, texts: Sequence[str]) -> list[Vector | None]:
+    @property
+    def switch_target(self) -> Embedder | None:
+        """The new model lent to writes by a running model switch, or None."""
+        return self._lent.target if self._lent is not None else None
+
+    def lend_switch_target(self, switch_id: str, target: Embedder) -> None:
+        """Let writes embed with target too, the new model of the switch recorded as switch_id."""
+        self._lent = _Lent(switch_id, target)
+
+    def withdraw_switch_target(self, target: Embedder) -> None:
+        """Stop lending target to writes, if it is the model lent."""
+        if self.switch_target is target:
+            self._lent = None
+
+    async def switch_vectors(self, texts: Sequence[str]) -> list[SwitchVector | None]:
         """The running model switch's new-model vectors of texts, for a write to store beside its own.
 
         All None when no switch runs, or when the new model cannot embed them now: the write goes
@@ -206,11 +241,11 @@ class Embedder:
         the new model meanwhile (the switch ended, or the worker failed): it closes the model it
         withdraws, which fails or cancels what that model was still embedding.
         """
-        target = self.switch_target
-        if target is None or not texts:
+        lent = self._lent
+        if lent is None or not texts:
             return [None] * len(texts)
         try:
-            return list(await target.embed_documents(texts))
+            vectors = await lent.target.embed_documents(texts)
         except EmbeddingUnavailable as exc:
             log.warning(
                 "the new model of the running switch did not embed a write (%s); the switch will", exc
@@ -218,9 +253,10 @@ class Embedder:
             return [None] * len(texts)
         except (Exception, asyncio.CancelledError):
             task = asyncio.current_task()
-            if self.switch_target is target or (task is not None and task.cancelling()):
+            if self._lent is lent or (task is not None and task.cancelling()):
                 raise  # the model still lent, or the request itself cancelled: not a withdrawal
             return [None] * len(texts)
+        return [SwitchVector(lent.switch_id, vector) for vector in vectors]
 
     async def embed_query(self, text: str, *, tenant_id: str) -> Vector:
         """Embed one query; cached per tenant, and batched with concurrent queries."""

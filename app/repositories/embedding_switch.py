@@ -25,6 +25,9 @@ from app.embeddings.base import Vector
 from app.repositories.embedding_storage import column_type
 
 SWITCH_KEY = "embedding_switch"
+# The running switch's id (NULL when none runs), for a write's own statement to compare with the
+# switch its new-model vectors were embedded for (memories.insert_memories).
+RUNNING_SWITCH_ID = f"(SELECT value ->> 'id' FROM system_config WHERE key = '{SWITCH_KEY}')"
 
 _GUARD_FUNCTION = """
 CREATE OR REPLACE FUNCTION memory_embedding_next_guard() RETURNS trigger LANGUAGE plpgsql AS $$

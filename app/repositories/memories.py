@@ -10,7 +10,8 @@ from typing import Any
 
 import asyncpg
 
-from app.embeddings.base import Vector
+from app.embeddings.base import SwitchVector, Vector
+from app.repositories.embedding_switch import RUNNING_SWITCH_ID
 from app.repositories.search.filters import Sql, valid_clauses
 
 MEMORY_COLUMNS = (
@@ -61,17 +62,27 @@ INSERT_COLUMNS = (
 )
 
 
-def _insert_sql(columns: Sequence[str]) -> str:
+def _insert_sql(columns: Sequence[str], values: Sequence[str]) -> str:
     return (
-        f"INSERT INTO memory ({', '.join(columns)}) "
-        f"VALUES ({', '.join(f'${i}' for i in range(1, len(columns) + 1))}) "
+        f"INSERT INTO memory ({', '.join(columns)}) VALUES ({', '.join(values)}) "
         "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
     )
 
 
-_INSERT_SQL = _insert_sql(INSERT_COLUMNS)
-# While an embedding model switch runs, writes store the new model's vector too (embedding_switch).
-_INSERT_WITH_NEXT_SQL = _insert_sql((*INSERT_COLUMNS, "embedding_next"))
+_PARAMETERS = [f"${i}" for i in range(1, len(INSERT_COLUMNS) + 1)]
+_INSERT_SQL = _insert_sql(INSERT_COLUMNS, _PARAMETERS)
+# While an embedding model switch runs, writes store the new model's vector too (embedding_switch),
+# if the switch it was embedded for is the one recorded now: an abort and a new switch may follow
+# each other before the serving process stops lending the first one's model. Read in the insert
+# itself: it locks memory before taking its snapshot, and a switch's start or abort changes the
+# record and the column together under an exclusive lock on memory, so no interleaving slips past.
+# Otherwise NULL (the worker embeds the row); `vector` of no fixed size, so a vector of another
+# dimension is dropped, not a DataError (and cast to halfvec on assignment where the column is one).
+_NEXT, _SWITCH = len(INSERT_COLUMNS) + 1, len(INSERT_COLUMNS) + 2
+_INSERT_WITH_NEXT_SQL = _insert_sql(
+    (*INSERT_COLUMNS, "embedding_next"),
+    (*_PARAMETERS, f"CASE WHEN ${_SWITCH}::text = {RUNNING_SWITCH_ID} THEN ${_NEXT}::vector END"),
+)
 
 
 @dataclass(slots=True)
@@ -115,7 +126,7 @@ class NewMemory:
     valid_to: datetime | None = None
     superseded_by: uuid.UUID | None = None
     # A running model switch's vector of the same text (repositories.embedding_switch).
-    embedding_next: Vector | None = None
+    embedding_next: SwitchVector | None = None
 
     def values(self, tenant_id: str) -> tuple[Any, ...]:
         """Positional values in INSERT_COLUMNS order."""
@@ -128,23 +139,30 @@ class NewMemory:
 async def insert_memories(conn: asyncpg.Connection, *, tenant_id: str, rows: Sequence[NewMemory]) -> None:
     """Insert rows (pipelined); a row whose idempotency key already exists is skipped.
 
-    Rows holding a model switch's new-model vectors are inserted with them while the switch's
-    column exists. An abort (`recalld embeddings abort` with no live worker) may drop it between
-    the write's embedding and this insert, and the serving process lends the new model to writes
-    until its worker sees the switch is gone: then the rows are inserted without those vectors,
-    in the same transaction (the attempt is a savepoint), since an ended switch needs none of them.
+    Rows holding a model switch's new-model vectors are inserted with those of them that belong to
+    the switch running now (_INSERT_WITH_NEXT_SQL) while a switch's column exists. An abort
+    (`recalld embeddings abort` with no live worker) may drop it between the write's embedding and
+    this insert, and the serving process lends the new model to writes until its worker sees the
+    switch is gone: then the rows are inserted without those vectors, in the same transaction (the
+    attempt is a savepoint), since an ended switch needs none of them.
     """
     if any(row.embedding_next is not None for row in rows):
         try:
             async with conn.transaction():
                 await conn.executemany(
-                    _INSERT_WITH_NEXT_SQL, [(*row.values(tenant_id), row.embedding_next) for row in rows]
+                    _INSERT_WITH_NEXT_SQL, [(*row.values(tenant_id), *_switch_values(row)) for row in rows]
                 )
             return
         except asyncpg.UndefinedColumnError:
             pass  # embedding_next is the only column _INSERT_SQL lacks: another missing one fails below
     if rows:
         await conn.executemany(_INSERT_SQL, [row.values(tenant_id) for row in rows])
+
+
+def _switch_values(row: NewMemory) -> tuple[Vector | None, str | None]:
+    """The new-model vector and its switch's id, in _INSERT_WITH_NEXT_SQL's order."""
+    nxt = row.embedding_next
+    return (nxt.vector, nxt.switch_id) if nxt is not None else (None, None)
 
 
 async def find_by_idempotency_keys(

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from app.auth import Principal
-from app.embeddings.base import Embedder, Vector
+from app.embeddings.base import Embedder, SwitchVector, Vector
 from app.errors import ApiError, not_found
 from app.hashing import content_hash
 from app.infra.config import Quota
@@ -81,7 +81,7 @@ def _plan_chunks(
 
 async def _embed_by_hash(
     embedder: Embedder | None, chunks: list[TextChunk]
-) -> dict[str, tuple[Vector, Vector | None]]:
+) -> dict[str, tuple[Vector, SwitchVector | None]]:
     """Vectors of the chunks' texts (and a running model switch's), keyed by content hash (equal texts are embedded once)."""
     if embedder is None or not chunks:
         return {}

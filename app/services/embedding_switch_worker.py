@@ -1,7 +1,7 @@
 """The embedding switch's worker, in the serving process's lifespan when it has the schema owner's login.
 
 It embeds every stored memory with the new model in the background while the service answers
-from the old vectors, and lends the new model to writes (Embedder.switch_target) so that what they
+from the old vectors, and lends the new model to writes (Embedder.lend_switch_target) so that what they
 store is embedded with both. When every memory has its new vector, one transaction puts them in
 place and records the new model, with the model gate (app.model_gate) closed so no request mixes
 the two. The switch's record and counts are services.embedding_switch's.
@@ -201,7 +201,7 @@ class SwitchWorker:
             return None
         assert built is not None
         # From here on, writes embed with both models.
-        embedder.switch_target = built
+        embedder.lend_switch_target(record["id"], built)
         self._run = _Run(record=record, target=built)
         log.info("embedding switch to %s: running", label(target))
         return self._run
@@ -211,8 +211,8 @@ class SwitchWorker:
         self._state.embedding_switch = None
         if run is None:
             return
-        if self._state.embedder is not None and self._state.embedder.switch_target is run.target:
-            self._state.embedder.switch_target = None
+        if self._state.embedder is not None:
+            self._state.embedder.withdraw_switch_target(run.target)
         run.target.close()
 
     async def _batch(self, conn: asyncpg.Connection, run: _Run) -> bool:
@@ -334,7 +334,7 @@ class SwitchWorker:
             state.vector_indexes.clear()
             state.embedder = run.target
             if old is not None:
-                old.switch_target = None
+                old.withdraw_switch_target(run.target)
         self._run = None
         self._state.embedding_switch = None
         if old is not None:

@@ -144,13 +144,15 @@ class _Service:
             r = await self.post("/v1/facts", {"content": text})
             assert r.status_code == 201, r.text
 
-    async def start_stub_switch(self, url: str, *, dim: int | None = 768) -> dict[str, Any]:
-        """Start a switch to the stand-in's stub-768 at url (dim None: asked of the endpoint)."""
+    async def start_stub_switch(
+        self, url: str, *, dim: int | None = 768, model: str = "stub-768"
+    ) -> dict[str, Any]:
+        """Start a switch to the stand-in's model at url (dim None: asked of the endpoint)."""
         return await switching.start_switch(
             self.owner,
             self.settings,
             provider_name="openai",
-            model="stub-768",
+            model=model,
             dim=dim,
             base_url=url,
             api_key_file=None,
@@ -640,6 +642,22 @@ async def test_a_switch_keeps_a_few_requests_in_flight_to_an_api_and_no_more(stu
         stubs.new.gate.set()
 
 
+def _idle_service_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the service's own switch worker idle: a test's worker attaches and detaches step by step."""
+
+    async def idle(self: SwitchWorker) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(SwitchWorker, "run_forever", idle)
+
+
+async def _abort_unseen(owner: asyncpg.Connection) -> None:
+    """What abort_switch does when it sees no live worker: drop the column and the record."""
+    async with owner.transaction():
+        await switch_repo.drop_pending_column(owner)
+        await switch_repo.delete_switch_record(owner)
+
+
 async def test_writes_after_an_abort_dropped_the_column_of_a_model_still_lent_to_them_are_stored(
     stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -647,10 +665,7 @@ async def test_writes_after_an_abort_dropped_the_column_of_a_model_still_lent_to
     # record while this process's worker, having read the record just before, lends the new model
     # to writes. The service's own worker is kept idle (it would attach and detach on its own
     # schedule); the test does what it does, with a worker of its own.
-    async def idle(self: SwitchWorker) -> None:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(SwitchWorker, "run_forever", idle)
+    _idle_service_worker(monkeypatch)
     async with _service(stubs.settings) as service:
         await service.facts(["The heron waits at the lake shore"])
         record = await service.start_stub_switch(stubs.new_url)
@@ -667,9 +682,7 @@ async def _write_after_the_abort(
     state, owner, http = service.state, service.owner, service.http
     assert await worker._attach(owner, record) is not None
     assert state.embedder is not None and state.embedder.switch_target is not None
-    async with owner.transaction():  # what abort_switch does when it sees no live worker
-        await switch_repo.drop_pending_column(owner)
-        await switch_repo.delete_switch_record(owner)
+    await _abort_unseen(owner)
 
     asked = len(new.requests)
     r = await service.post("/v1/facts", {"content": "The ferry leaves the lake at seven"})
@@ -700,6 +713,42 @@ async def _write_after_the_abort(
     assert state.embedder.switch_target is None
 
 
+async def test_a_model_still_lent_by_an_aborted_switch_stores_nothing_in_the_next_switchs_column(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race, step by step: an abort that sees no heartbeat drops switch 1's column and record,
+    # and a new switch starts before this process's worker polls again, so writes still embed with
+    # switch 1's model. Its vectors must not go into switch 2's column: of another model with the
+    # same dimension they were stored silently and went live at the cut-over; of another
+    # dimension the insert failed (500). The stand-in serves switch 1's model.
+    _idle_service_worker(monkeypatch)
+    async with _service(stubs.settings) as service:
+        owner = service.owner
+        first = await service.start_stub_switch(stubs.new_url)
+        worker = SwitchWorker(await resolve_dsn(service.settings), service.state)
+        try:
+            assert await worker._attach(owner, first) is not None
+            for model, dim in (("other-768", 768), ("other-512", 512)):
+                await _abort_unseen(owner)
+                await service.start_stub_switch(stubs.new_url, dim=dim, model=model)
+                asked = len(stubs.new.requests)
+                r = await service.post("/v1/facts", {"content": f"The ferry for {model} leaves at seven"})
+                assert r.status_code == 201, r.text
+                assert len(stubs.new.requests) > asked  # embedded with switch 1's model: the race was run
+                document = {"path": f"notes/{model}.md", "content": DOCUMENT}
+                put = await service.http.put("/v1/documents", json=document, headers=service.headers)
+                assert put.status_code == 200, put.text
+                await _every_tenant(owner)
+                assert (await _columns(owner))["memory.embedding_next"] == f"vector({dim})"
+                # Every memory waits for switch 2's worker to embed it; none holds switch 1's vector.
+                counts = await owner.fetchrow(
+                    "SELECT count(*) AS n, count(embedding) AS e, count(embedding_next) AS pending FROM memory"
+                )
+                assert counts["n"] == counts["e"] > 0 and counts["pending"] == 0, dict(counts)
+        finally:
+            worker._detach()
+
+
 async def test_writes_still_embedding_with_a_new_model_the_worker_withdraws_are_stored(
     stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -707,10 +756,7 @@ async def test_writes_still_embedding_with_a_new_model_the_worker_withdraws_are_
     # failed) without waiting for the writes still embedding with it: one of them is in the
     # endpoint (held there by the stand-in), the next queued behind it in the model's lane. The
     # service's own worker is kept idle; the test's worker attaches and withdraws.
-    async def idle(self: SwitchWorker) -> None:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(SwitchWorker, "run_forever", idle)
+    _idle_service_worker(monkeypatch)
     async with _service(stubs.settings) as service:
         record = await service.start_stub_switch(stubs.new_url)
         worker = SwitchWorker(await resolve_dsn(service.settings), service.state)
