@@ -13,15 +13,12 @@ import asyncio
 import itertools
 import logging
 import time
-import uuid
-from collections import deque
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
-from app.embeddings.base import Embedder, EmbedderIdentity, Vector
+from app.embeddings.base import EmbedderIdentity, Vector
 from app.embeddings.factory import build_embedder, serve_hint
 from app.infra.db import connect
 from app.repositories import embedding_switch as repo
@@ -34,6 +31,7 @@ from app.services.embedding_switch import (
     progress_view,
     target_settings,
 )
+from app.services.embedding_switch_run import MAX_BACKOFF_SECONDS, SwitchRun
 from app.services.embedding_texts import embedding_texts
 from app.state import ServiceState
 
@@ -41,41 +39,10 @@ log = logging.getLogger("recalld.embedding_switch")
 
 # How often a running worker reports its progress (rate, state) and that it runs (heartbeat).
 REPORT_SECONDS = 2.0
-# Waits after the provider failed (on top of its client's own retries): doubling up to the cap.
-BACKOFF_SECONDS = 1.0
-MAX_BACKOFF_SECONDS = 60.0
-# The window the rate (items/s) is measured over.
-RATE_WINDOW_SECONDS = 30.0
 
 
 class _NewModelFailed(Exception):
     """The new model failed inside the cut-over: its transaction rolls back, the worker backs off."""
-
-
-@dataclass(slots=True)
-class _Run:
-    """The worker's memory of the switch it runs."""
-
-    record: dict[str, Any]
-    target: Embedder
-    after: tuple[uuid.UUID, uuid.UUID] | None = None
-    done: int = 0
-    total: int = 0
-    window: deque[tuple[float, int]] = field(default_factory=deque)
-    state: str = "running"
-    backoff: float = 0.0
-    next_request_at: float = 0.0
-    reported_at: float = 0.0
-
-    def rate(self) -> float:
-        """Items per second over the last RATE_WINDOW_SECONDS."""
-        now = time.monotonic()
-        while self.window and now - self.window[0][0] > RATE_WINDOW_SECONDS:
-            self.window.popleft()
-        if len(self.window) < 2:
-            return 0.0
-        span = now - self.window[0][0]
-        return sum(n for _, n in list(self.window)[1:]) / span if span > 0 else 0.0
 
 
 class SwitchWorker:
@@ -84,7 +51,7 @@ class SwitchWorker:
     def __init__(self, owner_dsn: str, state: ServiceState) -> None:
         self._dsn = owner_dsn
         self._state = state
-        self._run: _Run | None = None
+        self._run: SwitchRun | None = None
         # What the heartbeat task records once after an unexpected failure (_fail), instead of a heartbeat.
         self._failure: dict[str, Any] | None = None
 
@@ -181,7 +148,7 @@ class SwitchWorker:
             await self._report(conn, run)
         return worked
 
-    async def _attach(self, conn: asyncpg.Connection, record: dict[str, Any]) -> _Run | None:
+    async def _attach(self, conn: asyncpg.Connection, record: dict[str, Any]) -> SwitchRun | None:
         embedder = self._state.embedder
         if embedder is None:
             return None
@@ -202,7 +169,7 @@ class SwitchWorker:
         assert built is not None
         # From here on, writes embed with both models.
         embedder.lend_switch_target(record["id"], built)
-        self._run = _Run(record=record, target=built)
+        self._run = SwitchRun(record=record, target=built)
         log.info("embedding switch to %s: running", label(target))
         return self._run
 
@@ -215,7 +182,7 @@ class SwitchWorker:
             self._state.embedder.withdraw_switch_target(run.target)
         run.target.close()
 
-    async def _batch(self, conn: asyncpg.Connection, run: _Run) -> bool:
+    async def _batch(self, conn: asyncpg.Connection, run: SwitchRun) -> bool:
         settings = self._state.settings
         async with conn.transaction():
             await see_every_tenant(conn)
@@ -232,7 +199,7 @@ class SwitchWorker:
         try:
             vectors = await self._embed(run, embedding_texts(rows))
         except Exception as exc:  # the provider is down or answers wrongly: wait, then the same batch again
-            self._back_off(run, exc)
+            run.back_off(exc)
             return False
         run.backoff, run.state = 0.0, "running"
         async with conn.transaction():
@@ -245,14 +212,7 @@ class SwitchWorker:
         run.window.append((time.monotonic(), stored))
         return True
 
-    @staticmethod
-    def _back_off(run: _Run, exc: Exception) -> None:
-        run.backoff = min(max(run.backoff * 2, BACKOFF_SECONDS), MAX_BACKOFF_SECONDS)
-        run.next_request_at = time.monotonic() + run.backoff
-        run.state = f"waiting for the new model's provider ({exc}); next try in {run.backoff:.0f} s"
-        log.warning("embedding switch: %s", run.state)
-
-    async def _embed(self, run: _Run, texts: list[str]) -> list[Vector]:
+    async def _embed(self, run: SwitchRun, texts: list[str]) -> list[Vector]:
         """The new model's vectors of texts; an `openai` target's requests go several at a time, paced.
 
         One request at a time, an endpoint's latency bounded the rate, not the requests-per-second
@@ -267,7 +227,7 @@ class SwitchWorker:
 
         async def request(part: list[str]) -> list[Vector]:
             async with slots:
-                await self._pace(run)
+                await run.pace(settings.embedding_switch_requests_per_second)
                 return await run.target.embed_documents(part, background=True)
 
         size = settings.embedding_batch_size
@@ -279,18 +239,7 @@ class SwitchWorker:
                 unfinished.cancel()
         return [vector for part in parts for vector in part]
 
-    async def _pace(self, run: _Run) -> None:
-        """Start one request within the requests-per-second setting (slots are taken in turn)."""
-        per_second = self._state.settings.embedding_switch_requests_per_second
-        if per_second <= 0:
-            return
-        now = time.monotonic()
-        start = max(now, run.next_request_at)
-        run.next_request_at = start + 1 / per_second
-        if start > now:
-            await asyncio.sleep(start - now)
-
-    async def _report(self, conn: asyncpg.Connection, run: _Run, *, force: bool = False) -> None:
+    async def _report(self, conn: asyncpg.Connection, run: SwitchRun, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - run.reported_at < REPORT_SECONDS:
             return
@@ -304,7 +253,7 @@ class SwitchWorker:
         run.record["progress"] = progress
         self._state.embedding_switch = progress_view(run.record, done=run.done, total=run.total)
 
-    async def _cut_over(self, conn: asyncpg.Connection, run: _Run) -> bool:
+    async def _cut_over(self, conn: asyncpg.Connection, run: SwitchRun) -> bool:
         """Put the new vectors in place; False when it gave way to requests or locks, to try again later."""
         state = self._state
         old = state.embedder
@@ -347,7 +296,7 @@ class SwitchWorker:
         )
         return True
 
-    async def _embed_rest(self, conn: asyncpg.Connection, run: _Run) -> bool:
+    async def _embed_rest(self, conn: asyncpg.Connection, run: SwitchRun) -> bool:
         """Inside the cut-over, under its lock: embed the memories still without a new vector, if one batch holds them.
 
         Nothing changes under the lock, so once these are stored none is left: a write in flight when
@@ -371,7 +320,7 @@ class SwitchWorker:
         try:
             vectors = await self._embed(run, embedding_texts(rows))
         except Exception as exc:
-            self._back_off(run, exc)
+            run.back_off(exc)
             raise _NewModelFailed from exc
         stored = 0
         for tenant_id, pairs in itertools.groupby(
