@@ -147,16 +147,22 @@ async def pending_rows(
 
 
 async def store_pending(
-    conn: asyncpg.Connection, *, tenant_id: uuid.UUID, vectors: list[tuple[PendingRow, Vector]]
+    conn: asyncpg.Connection,
+    *,
+    switch_id: str,
+    tenant_id: uuid.UUID,
+    vectors: list[tuple[PendingRow, Vector]],
 ) -> int:
-    """Store new-model vectors of rows whose embedded text is still the one read, in one statement; how many.
+    """Store the switch switch_id's new-model vectors of rows whose embedded text is still the one read; how many.
 
     Only the text's columns are compared, not the row version: searches count references on the
     very rows a worker is embedding (an UPDATE per search), and a version check then failed on
     every pass, so the switch never finished under steady searches. Rows another transaction
     holds locked are skipped, not waited for: the worker is then never one side of a deadlock
     with a search counting references on the same rows in another order. Skipped rows, and rows
-    whose text changed meanwhile, are left for the next pass.
+    whose text changed meanwhile, are left for the next pass. None is stored unless switch_id is
+    the switch recorded now, read in this statement (as memories.insert_memories does): an abort and
+    a new switch may come between the worker's reading the record and this.
     """
     rows = [row for row, _ in vectors]
     ids = [row.id for row in rows]
@@ -169,7 +175,7 @@ async def store_pending(
         "AND m.symbol IS NOT DISTINCT FROM v.symbol AND m.symbol_kind IS NOT DISTINCT FROM v.symbol_kind "
         "AND m.parent_symbol IS NOT DISTINCT FROM v.parent_symbol "
         "AND m.id IN (SELECT id FROM memory WHERE tenant_id = $1 AND id = ANY($2::uuid[]) "
-        "FOR NO KEY UPDATE SKIP LOCKED)",
+        f"FOR NO KEY UPDATE SKIP LOCKED) AND $10::text = {RUNNING_SWITCH_ID}",
         tenant_id,
         ids,
         # Wrapped: an array of bare numpy vectors would be encoded as one two-dimensional array;
@@ -181,6 +187,7 @@ async def store_pending(
         [row.symbol for row in rows],
         [row.symbol_kind for row in rows],
         [row.parent_symbol for row in rows],
+        switch_id,
     )
     return int(status.split()[-1])
 

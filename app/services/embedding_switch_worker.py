@@ -204,8 +204,9 @@ class SwitchWorker:
         run.backoff, run.state = 0.0, "running"
         async with conn.transaction():
             await conn.execute("SELECT set_config('recalld.tenant_ids', $1, true)", tenant)
+            pairs = list(zip(rows, vectors, strict=True))
             stored = await repo.store_pending(
-                conn, tenant_id=rows[0].tenant_id, vectors=list(zip(rows, vectors, strict=True))
+                conn, switch_id=run.record["id"], tenant_id=rows[0].tenant_id, vectors=pairs
             )
         run.after = (rows[-1].tenant_id, rows[-1].id)
         run.done += stored
@@ -265,6 +266,8 @@ class SwitchWorker:
             try:
                 async with conn.transaction():
                     await repo.lock_for_cut_over(conn, wait_seconds=LOCK_SECONDS)
+                    if (await repo.switch_record(conn) or {}).get("id") != run.record["id"]:
+                        return False  # aborted (another switch may have started) since the step read it
                     await see_every_tenant(conn)
                     if not await self._embed_rest(conn, run):  # many written since the pass: one more
                         run.after = None
@@ -326,7 +329,9 @@ class SwitchWorker:
         for tenant_id, pairs in itertools.groupby(
             zip(rows, vectors, strict=True), key=lambda p: p[0].tenant_id
         ):
-            stored += await repo.store_pending(conn, tenant_id=tenant_id, vectors=list(pairs))
+            stored += await repo.store_pending(
+                conn, switch_id=run.record["id"], tenant_id=tenant_id, vectors=list(pairs)
+            )
         run.done += stored
         # Under the lock every one is stored; were one not, the cut-over would leave it without a vector.
         return stored == len(rows)

@@ -749,6 +749,40 @@ async def test_a_model_still_lent_by_an_aborted_switch_stores_nothing_in_the_nex
             worker._detach()
 
 
+async def test_a_worker_still_running_an_aborted_switch_neither_fills_nor_cuts_over_the_next_one(
+    stubs: Stubs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same race in the worker's own steps: it read switch 1's record, then the abort and a new
+    # switch (same dimension, another model) came before its next read. Its cut-over and its batch
+    # must not act on switch 2 with switch 1's model.
+    _idle_service_worker(monkeypatch)
+    async with _service(stubs.settings) as service:
+        owner = service.owner
+        first = await service.start_stub_switch(stubs.new_url)
+        worker = SwitchWorker(await resolve_dsn(service.settings), service.state)
+        try:
+            run = await worker._attach(owner, first)
+            assert run is not None
+            await _abort_unseen(owner)
+            second = await service.start_stub_switch(stubs.new_url, model="other-768")
+            # No memory is pending: the cut-over would have recorded switch 1's model and dropped switch 2.
+            assert await worker._cut_over(owner, run) is False
+            assert (await switch_repo.switch_record(owner) or {}).get("id") == second["id"]
+            assert service.serves(384)
+
+            await service.facts(["The heron waits at the lake shore", "The ferry leaves at seven"])
+            asked = len(stubs.new.requests)
+            assert await worker._batch(owner, run)
+            assert len(stubs.new.requests) > asked  # embedded with switch 1's model: the race was run
+            await _every_tenant(owner)
+            counts = await owner.fetchrow(
+                "SELECT count(*) AS n, count(embedding_next) AS pending FROM memory"
+            )
+            assert counts["n"] == 2 and counts["pending"] == 0, dict(counts)
+        finally:
+            worker._detach()
+
+
 async def test_writes_still_embedding_with_a_new_model_the_worker_withdraws_are_stored(
     stubs: Stubs, monkeypatch: pytest.MonkeyPatch
 ) -> None:
